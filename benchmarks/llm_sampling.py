@@ -1,0 +1,94 @@
+"""MUSE-LLM's rollout sampling: n rollouts from one batched `complete` call against n sequential calls.
+
+Why: MUSE-LLM (paper 000 §4, Algorithm 2) samples `n_rollouts` (5) world-model rollouts at every
+step from the same prompt. The local backend draws them in one `generate` call that shares the
+prompt's prefill (`TransformersLLM._generate_shared_prefix`); this script measures what that buys
+against calling the model once per rollout, same model, prompt, temperature and token budget, in
+one process (so both sides see the same machine load). The prompt is MUSE-LLM's own rollout prompt
+shape: a few-shot ALFWorld-style transcript, long enough that prefill matters as it does at run time.
+
+    python benchmarks/llm_sampling.py --model smollm2 --rollouts 5 --max-tokens 64 --repeats 3
+
+The last line printed is one JSON object: `batched_s`, `sequential_s` (medians over repeats),
+`speedup` (sequential / batched), `prompt_tokens`, and the settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from llm_side.backends import TEST_MODEL, load_llm  # noqa: E402
+
+TRANSCRIPT_STEP = ("> go to countertop {i}\nOn the countertop {i}, you see a apple {i}, a bread {i}, "
+                   "and a knife {i}.\n> think: The apple may be in the fridge; I should check there next.\nOK.\n")
+
+
+def rollout_prompt(steps: int) -> str:
+    """A ReAct-style transcript of `steps` steps, ending where MUSE-LLM asks for the next action."""
+    head = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a countertop 1, "
+            "a fridge 1 and a sinkbasin 1.\nYour task is to: put a cool apple in countertop.\n")
+    return head + "".join(TRANSCRIPT_STEP.format(i=i) for i in range(1, steps + 1)) + ">"
+
+
+def time_call(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=TEST_MODEL, help="a `muse-llm --model` spec (default: the test model)")
+    p.add_argument("--rollouts", type=int, default=5, help="rollouts per decision (the paper's 5)")
+    p.add_argument("--max-tokens", type=int, default=64, help="tokens per rollout")
+    p.add_argument("--prompt-steps", type=int, default=12, help="transcript steps in the prompt (prefill size)")
+    p.add_argument("--temperature", type=float, default=0.5, help="sampling temperature (MUSE-LLM's default)")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats of each side (median reported)")
+    args = p.parse_args(argv)
+    for name in ("rollouts", "max_tokens", "prompt_steps", "repeats"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.temperature <= 0:
+        p.error("--temperature must be > 0: greedy decoding draws one sample, so there is nothing to batch")
+
+    llm = load_llm(args.model)
+    prompt = rollout_prompt(args.prompt_steps)
+    kw = dict(temperature=args.temperature, max_tokens=args.max_tokens, stop=None)
+    llm.complete(prompt, n=1, seed=0, **kw)  # warm-up: first-call allocations out of the timing
+
+    def batched() -> None:
+        llm.complete(prompt, n=args.rollouts, seed=1, **kw)
+
+    def sequential() -> None:
+        for i in range(args.rollouts):
+            llm.complete(prompt, n=1, seed=1 + i, **kw)
+
+    # alternate the two sides so slow drifts in machine load hit both alike
+    b_times, s_times = [], []
+    for _ in range(args.repeats):
+        b_times.append(time_call(batched))
+        s_times.append(time_call(sequential))
+    tok = getattr(llm, "tokenizer", None)
+    prompt_tokens = len(tok(prompt).input_ids) if tok is not None else None
+    b, s = statistics.median(b_times), statistics.median(s_times)
+    record = {"benchmark": "llm_sampling", "model": args.model, "rollouts": args.rollouts,
+              "max_tokens": args.max_tokens, "prompt_tokens": prompt_tokens, "temperature": args.temperature,
+              "repeats": args.repeats, "batched_s": round(b, 4), "sequential_s": round(s, 4),
+              "speedup": round(s / b, 3) if b > 0 else None,
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    print(json.dumps(record), flush=True)
+    return record
+
+
+if __name__ == "__main__":
+    main()
