@@ -6,6 +6,8 @@ world model, the actor-critic and self-regulation without carrying distribution 
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -145,7 +147,7 @@ def binary_cross_entropy(logits: jax.Array, target: jax.Array) -> jax.Array:
 
 # ----------------------------------------------------------------------------- bounded normal
 
-LOG_2PI = float(jnp.log(2.0 * jnp.pi))
+LOG_2PI = math.log(2.0 * math.pi)  # plain float: importing must not start an XLA backend (jax.distributed)
 
 
 def bounded_normal(raw_BxA2: jax.Array, min_std: float, max_std: float) -> tuple[jax.Array, jax.Array]:

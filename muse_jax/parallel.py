@@ -55,6 +55,42 @@ def init_distributed(cfg: Any) -> bool:
     return True
 
 
+def is_multi_process() -> bool:
+    """True inside a multi-host job (after `init_distributed`)."""
+    return jax.process_count() > 1
+
+
+def local_batch_size(batch_size: int, mesh: Mesh) -> int:
+    """Rows of the global `replay.batch_size` that this process samples from its own replay."""
+    check_batch_size(batch_size, mesh)
+    n = jax.process_count()
+    if batch_size % n:
+        raise ValueError(f"replay.batch_size={batch_size} is not divisible by the {n} processes; "
+                         f"set replay.batch_size to a multiple of {mesh.devices.size}.")
+    return batch_size // n
+
+
+def host_local(tree: Any) -> Any:
+    """This process's copy of a replicated global pytree (single-process: unchanged, no copy).
+
+    Why: acting and checkpointing are per process, but a replicated global array spans devices
+    of other hosts; its local shard is the whole value. FSDP-split parameters have no whole local
+    copy, so multi-host runs keep parameters replicated.
+    """
+    if not is_multi_process():
+        return tree
+
+    def local(x: Any) -> Any:
+        if not isinstance(x, jax.Array) or x.is_fully_addressable:
+            return x
+        if not x.sharding.is_fully_replicated:
+            raise ValueError("a learner array is split over hosts (parallel.param_sharding=fsdp); multi-host runs "
+                             "need parallel.param_sharding=replicated.")
+        return x.addressable_data(0)
+
+    return jax.tree.map(local, tree)
+
+
 def enable_compilation_cache(directory: str | os.PathLike, min_compile_s: float = 1.0) -> Path:
     """Keep compiled XLA programs on disk so the next process skips compilation.
 
