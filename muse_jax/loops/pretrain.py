@@ -31,7 +31,7 @@ from muse_jax.replay import Replay, step_bytes
 
 CONFIG_KEYS_FREE_ON_RESUME = (
     "train.env_steps", "train.log_every", "train.save_every", "train.keep_checkpoints",
-    "optim.model_lr", "optim.actor_lr", "optim.critic_lr", "optim.clip",
+    "optim.lr", "optim.warmup", "optim.agc",
 )
 """Settings a resumed run may change (extend training; lower a learning rate after a NaN stop, as the
 NaN message advises); every other key must match the saved run."""
@@ -66,7 +66,7 @@ def check_finite(metrics: Mapping[str, float], step: int) -> None:
         if not math.isfinite(metrics[k]):
             raise NonFiniteLossError(
                 f"{k} is {metrics[k]} at train step {step}; stopped without saving, the last good checkpoint is "
-                "kept. Lower optim.model_lr / optim.actor_lr or check the inputs, then resume.")
+                "kept. Lower optim.lr or check the inputs, then resume.")
 
 
 def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> list[str]:
