@@ -168,9 +168,10 @@ class WorldModel(nnx.Module):
 
     def start_state(self, batch: Batch) -> dict[str, jax.Array]:
         """The state a chunk is filtered from: the stored posterior latent of the step before it when the
-        batch carries one (`start_deter`, `start_stoch`; dreamerv3 `replay_context`), else zeros. Where
+        batch carries one (`start_deter` [B, D], `start_stoch` [B, S] class indices; dreamerv3
+        `replay_context`), else zeros. Where
         the chunk's first step is an episode start, `is_first` resets it to zeros either way."""
         if "start_deter" not in batch:
             return self.rssm.initial(jnp.asarray(batch["action"]).shape[0])
-        return dict(deter=jnp.asarray(batch["start_deter"], jnp.float32),
-                    stoch=jnp.asarray(batch["start_stoch"], jnp.float32))
+        stoch = jax.nn.one_hot(jnp.asarray(batch["start_stoch"], jnp.int32), self.rssm.classes, dtype=jnp.float32)
+        return dict(deter=jnp.asarray(batch["start_deter"], jnp.float32), stoch=stoch)
