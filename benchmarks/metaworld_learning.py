@@ -168,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from llm_side.harness.files import atomic_write_text
     from muse_jax.loops.pretrain import pretrain
+    from muse_jax.parallel import enable_compilation_cache
+
+    enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/muse_jax/xla"))
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
