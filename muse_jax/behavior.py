@@ -35,10 +35,12 @@ class Actor(nnx.Module):
     def dist(self, feat: jax.Array) -> tuple[jax.Array, jax.Array]:
         return dists.bounded_normal(self.net(feat), self.min_std, self.max_std)
 
-    def sample(self, feat: jax.Array, key: jax.Array) -> jax.Array:
-        """Unclipped action sample; clip it to [-1, 1] before it reaches an env."""
+    def sample(self, feat: jax.Array, key: jax.Array, clip: bool = True) -> jax.Array:
+        """Action sample, clipped to [-1, 1] for acting; `clip=False` (imagination) keeps the raw sample
+        whose log-probability the actor loss takes, as dreamerv3 does."""
         mean, std = self.dist(feat)
-        return dists.normal_sample(key, mean, std)
+        a = dists.normal_sample(key, mean, std)
+        return jnp.clip(a, -1.0, 1.0) if clip else a
 
 
 class Critic(nnx.Module):
@@ -96,7 +98,7 @@ def discount(cfg: Config) -> float:
 def imagine(wm, actor: Actor, starts: dict[str, jax.Array], key: jax.Array, horizon: int) -> dict[str, jax.Array]:
     """Imagined trajectories (no gradients) from every start state [N, ...]: feat, action, reward, cont."""
     start = dict(deter=sg(starts["deter"]), stoch=sg(starts["stoch"]))
-    policy = lambda s, k: actor.sample(sg(feature(s["deter"], s["stoch"])), k)
+    policy = lambda s, k: actor.sample(sg(feature(s["deter"], s["stoch"])), k, clip=False)
     traj, act = wm.rssm.imagine(start, policy, horizon, key)
     traj = jax.tree.map(sg, traj)
     feat = feature(traj["deter"], traj["stoch"])
