@@ -1,7 +1,8 @@
 """The MUSE / DreamerV3 agent as pure functions around Flax NNX modules.
 
-`create_learner` builds the modules and their optimisers once and splits them into a static
-`graphdef` and a `state` pytree (params, optimiser states, return-normaliser stats, step).
+`create_learner` builds the modules and their one optimiser (dreamerv3's LaProp chain over world
+model, actor and critic) once and splits them into a static `graphdef` and a `state` pytree (params,
+optimiser state, return-normaliser stats, step).
 `train_step` and `policy_step` are pure functions of (graphdef, state, ...) so they jit, donate and
 shard like any JAX function; inside they rebuild the modules with `nnx.merge` at trace time only.
 """
