@@ -1,7 +1,8 @@
 """The MUSE / DreamerV3 agent as pure functions around Flax NNX modules.
 
-`create_learner` builds the modules and their optimisers once and splits them into a static
-`graphdef` and a `state` pytree (params, optimiser states, return-normaliser stats, step).
+`create_learner` builds the modules and their one optimiser (dreamerv3's LaProp chain over world
+model, actor and critic) once and splits them into a static `graphdef` and a `state` pytree (params,
+optimiser state, return-normaliser stats, step).
 `train_step` and `policy_step` are pure functions of (graphdef, state, ...) so they jit, donate and
 shard like any JAX function; inside they rebuild the modules with `nnx.merge` at trace time only.
 """
@@ -22,7 +23,7 @@ from muse_jax.config import Config
 from muse_jax.nets import feature
 from muse_jax.world_model import ObsSpec, WorldModel, dtype_of
 
-__all__ = ["Agent", "Learner", "ObsSpec", "create_learner", "initial_carry", "make_policy_step",
+__all__ = ["Agent", "Learner", "ObsSpec", "create_learner", "initial_carry", "make_optimizer", "make_policy_step",
            "make_train_step", "policy_step", "train_step"]
 
 MODES = ("muse", "dreamer", "random")
@@ -50,19 +51,47 @@ class OptState(nnx.Variable):
     """An optax optimiser state (any pytree)."""
 
 
-def _adam(cfg: Config, lr: float) -> optax.GradientTransformation:
-    return optax.chain(optax.clip_by_global_norm(cfg.optim.clip), optax.adam(lr, eps=cfg.optim.eps))
+def clip_by_agc(clip: float, pmin: float = 1e-3) -> optax.GradientTransformation:
+    """dreamerv3's adaptive gradient clipping (`embodied/jax/opt.py` `clip_by_agc`), per whole tensor:
+    u <- u / max(1, |u| / (clip * max(pmin, |p|))). optax.adaptive_grad_clip clips per output unit
+    instead, which is another rule, so the per-tensor one is composed here with optax.stateless."""
+
+    def fn(updates: Any, params: Any) -> Any:
+        def one(u: jax.Array, p: jax.Array) -> jax.Array:
+            upper = clip * jnp.maximum(pmin, jnp.linalg.norm(p.ravel()))
+            return u / jnp.maximum(1.0, jnp.linalg.norm(u.ravel()) / upper)
+
+        return jax.tree.map(one, updates, params) if clip else updates
+
+    return optax.stateless(fn)
+
+
+def make_optimizer(cfg: Config) -> optax.GradientTransformation:
+    """The one LaProp chain of current dreamerv3 (`agent.py` `_make_opt`), from optax pieces:
+    agc clipping -> divide by the bias-corrected RMS (eps outside the root) -> bias-corrected momentum
+    of the normalised gradient (LaProp: momentum after normalisation) -> linear warm-up to `lr`."""
+    o = cfg.optim
+    sched = optax.linear_schedule(0.0, o.lr, o.warmup) if o.warmup else optax.constant_schedule(o.lr)
+    return optax.chain(
+        clip_by_agc(o.agc, o.agc_pmin),
+        optax.scale_by_rms(decay=o.beta2, eps=o.eps, eps_in_sqrt=False, bias_correction=True),
+        optax.ema(decay=o.beta1, debias=True),
+        optax.scale_by_learning_rate(sched),
+    )
+
+
+def _trained(agent: Agent) -> tuple[nnx.Module, nnx.Module, nnx.Module]:
+    """The modules the optimiser updates (the slow critic follows the critic by EMA instead)."""
+    return agent.wm, agent.actor, agent.critic
 
 
 class Trainer(nnx.Module):
-    """Agent plus everything training mutates: three optimiser states, return stats, step."""
+    """Agent plus everything training mutates: the optimiser state, return stats, step."""
 
     def __init__(self, cfg: Config, spec: ObsSpec, rngs: nnx.Rngs):
         self.cfg = cfg
         self.agent = Agent(cfg, spec, rngs)
-        self.model_opt = OptState(_adam(cfg, cfg.optim.model_lr).init(nnx.state(self.agent.wm, nnx.Param)))
-        self.actor_opt = OptState(_adam(cfg, cfg.optim.actor_lr).init(nnx.state(self.agent.actor, nnx.Param)))
-        self.critic_opt = OptState(_adam(cfg, cfg.optim.critic_lr).init(nnx.state(self.agent.critic, nnx.Param)))
+        self.opt = OptState(make_optimizer(cfg).init(tuple(nnx.state(m, nnx.Param) for m in _trained(self.agent))))
         self.ret_lo = Stat(jnp.zeros((), jnp.float32))
         self.ret_hi = Stat(jnp.zeros((), jnp.float32))
         self.step = Stat(jnp.zeros((), jnp.int32))
@@ -92,47 +121,52 @@ def create_learner(cfg: Config, spec: ObsSpec, seed: int) -> Learner:
     return Learner(graphdef, state)
 
 
-def _apply(module: nnx.Module, grads: Any, opt: OptState, tx: optax.GradientTransformation) -> jax.Array:
-    params = nnx.state(module, nnx.Param)
-    updates, new_opt = tx.update(grads, opt.get_value(), params)
-    opt.set_value(new_opt)
-    nnx.update(module, optax.apply_updates(params, updates))
-    return optax.tree.norm(grads)
-
-
 def train_step(graphdef: Any, state: Any, batch: dict[str, jax.Array], key: jax.Array,
                ) -> tuple[Any, dict[str, jax.Array]]:
-    """One world-model update and one actor-critic update on imagination from the posterior states.
+    """One update of world model, actor and critic with one optimiser on one folded loss (dreamerv3).
 
-    Pure: returns the new state and scalar metrics. All gradients are computed with the parameters
-    from before this step, then the three optimisers apply their updates.
+    loss = world-model loss (its own scales) + policy * actor + value * critic (imagined returns)
+           + repval * critic (returns along the replayed sequence).
+    Imagination starts from every posterior state without gradients into the world model
+    (dreamerv3 `ac_grads: False`); the replay value loss reaches it (`repval_grad: True`). Pure:
+    returns the new state and scalar metrics.
     """
     tr: Trainer = nnx.merge(graphdef, state)
     cfg, agent = tr.cfg, tr.agent
+    lw = cfg.loss
     k_wm, k_img = jax.random.split(key)
 
-    wm_grad = nnx.value_and_grad(lambda wm: wm.loss(batch, k_wm), has_aux=True)
-    (_, (metrics, starts)), g_wm = wm_grad(agent.wm)
+    def loss_fn(wm: WorldModel, actor: Actor, critic: Critic) -> tuple[jax.Array, tuple]:
+        wm_loss, (metrics, post) = wm.loss(batch, k_wm)
+        B, T = post["cont"].shape
+        flat = lambda x: x.reshape(B * T, *x.shape[2:])
+        traj = behavior.imagine(wm, actor, jax.tree.map(flat, post), k_img, cfg.behavior.imag_horizon)
+        ac, ac_metrics, outs = behavior.actor_critic_losses(actor, critic, agent.slow_critic, traj,
+                                                            tr.ret_lo.get_value(), tr.ret_hi.get_value(), cfg)
+        feat = feature(post["deter"], post["stoch"])
+        reward = jnp.asarray(batch["reward"], jnp.float32)
+        terminal = jnp.asarray(batch["is_terminal"], jnp.float32)
+        boot = outs["ret"][:, 0].reshape(B, T)
+        repval, _ = behavior.replay_value_loss(critic, agent.slow_critic, feat, reward, terminal, boot, cfg)
+        total = wm_loss + lw.policy * ac["actor"] + lw.value * ac["critic"] + lw.repval * repval
+        metrics = {**metrics, **ac_metrics, "loss/actor": ac["actor"], "loss/critic": ac["critic"],
+                   "loss/repval": repval, "loss/total": total, "imag_reward": traj["reward"][:, 1:].mean()}
+        return total, (metrics, outs["ret_lo"], outs["ret_hi"])
 
-    flat = lambda x: x.reshape(-1, *x.shape[2:])
-    starts = jax.tree.map(flat, starts)
-    traj = behavior.imagine(agent.wm, agent.actor, starts, k_img, cfg.behavior.imag_horizon)
-    ac_grad = nnx.value_and_grad(
-        lambda actor, critic: behavior.actor_critic_losses(actor, critic, agent.slow_critic, traj,
-                                                           tr.ret_lo.get_value(), tr.ret_hi.get_value(), cfg),
-        argnums=(0, 1), has_aux=True)
-    (_, (ac_metrics, lo, hi)), (g_actor, g_critic) = ac_grad(agent.actor, agent.critic)
-
-    metrics.update(ac_metrics)
-    metrics["grad_norm/model"] = _apply(agent.wm, g_wm, tr.model_opt, _adam(cfg, cfg.optim.model_lr))
-    metrics["grad_norm/actor"] = _apply(agent.actor, g_actor, tr.actor_opt, _adam(cfg, cfg.optim.actor_lr))
-    metrics["grad_norm/critic"] = _apply(agent.critic, g_critic, tr.critic_opt, _adam(cfg, cfg.optim.critic_lr))
+    modules = _trained(agent)
+    (_, (metrics, lo, hi)), grads = nnx.value_and_grad(loss_fn, argnums=(0, 1, 2), has_aux=True)(*modules)
+    params = tuple(nnx.state(m, nnx.Param) for m in modules)
+    updates, new_opt = make_optimizer(cfg).update(grads, tr.opt.get_value(), params)
+    tr.opt.set_value(new_opt)
+    new_params = optax.apply_updates(params, updates)
+    for module, p in zip(modules, new_params, strict=True):
+        nnx.update(module, p)
+    for name, g in zip(("model", "actor", "critic"), grads, strict=True):
+        metrics[f"grad_norm/{name}"] = optax.tree.norm(g)
     behavior.ema_update(agent.slow_critic, agent.critic, cfg.behavior.slow_rate)
     tr.ret_lo.set_value(lo)
     tr.ret_hi.set_value(hi)
     tr.step.set_value(tr.step.get_value() + 1)
-    metrics["loss/total"] = metrics["loss/model"] + metrics["loss/actor"] + metrics["loss/critic"]
-    metrics["imag_reward"] = traj["reward"][:, 1:].mean()
     return nnx.state(tr), {k: v.astype(jnp.float32) for k, v in metrics.items()}
 
 

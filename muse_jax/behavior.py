@@ -1,11 +1,14 @@
 """DreamerV3 actor-critic learned on imagined trajectories (the baseline policy MUSE regulates).
 
-Actor: bounded normal over continuous actions in [-1, 1], trained with REINFORCE on normalised
-advantages plus an entropy bonus, as current danijar/dreamerv3 does for every action space. The
-imagined rollout is therefore computed without gradients (no backprop through the dynamics), which
-makes the actor-critic update cheap. Critic: symlog two-hot over `bins`, trained on lambda-returns
-with a regulariser towards a slow (EMA) copy of itself. Returns are scaled by an EMA of their
-5th-95th percentile range, never by less than `retnorm_limit`.
+Follows current danijar/dreamerv3 (`agent.py` `imag_loss`, `repl_loss`, `lambda_return`).
+Actor: bounded normal (tanh mean), output layer initialised at scale 0.01, trained with REINFORCE on
+normalised advantages plus an entropy bonus, as dreamerv3 does for every action space; the
+log-probability is of the unclipped sample (clipping happens only when acting in the env). The
+imagined rollout is computed without gradients (no backprop through the dynamics). Critic: symlog
+two-hot over `bins`, trained on imagined lambda-returns (`value`) and on lambda-returns along the
+replayed sequence bootstrapped with the imagined returns (`repval`), each with a regulariser towards
+a slow (EMA) copy of itself. Returns are scaled by an EMA of their 5th-95th percentile range, never by
+less than `retnorm_limit`.
 """
 
 from __future__ import annotations
@@ -25,15 +28,19 @@ class Actor(nnx.Module):
     """pi(a | s): MLP -> (tanh mean, bounded std)."""
 
     def __init__(self, feat_dim: int, act_dim: int, cfg: Config, rngs: nnx.Rngs, dtype: Dtype = jnp.float32):
-        self.net = MLP(feat_dim, cfg.model.units, cfg.model.mlp_layers, 2 * act_dim, rngs, dtype)
+        self.net = MLP(feat_dim, cfg.model.units, cfg.model.mlp_layers, 2 * act_dim, rngs, dtype,
+                       out_scale=cfg.behavior.policy_outscale)
         self.min_std, self.max_std = cfg.behavior.min_std, cfg.behavior.max_std
 
     def dist(self, feat: jax.Array) -> tuple[jax.Array, jax.Array]:
         return dists.bounded_normal(self.net(feat), self.min_std, self.max_std)
 
-    def sample(self, feat: jax.Array, key: jax.Array) -> jax.Array:
+    def sample(self, feat: jax.Array, key: jax.Array, clip: bool = True) -> jax.Array:
+        """Action sample, clipped to [-1, 1] for acting; `clip=False` (imagination) keeps the raw sample
+        whose log-probability the actor loss takes, as dreamerv3 does."""
         mean, std = self.dist(feat)
-        return dists.normal_sample(key, mean, std)
+        a = dists.normal_sample(key, mean, std)
+        return jnp.clip(a, -1.0, 1.0) if clip else a
 
 
 class Critic(nnx.Module):
@@ -91,7 +98,7 @@ def discount(cfg: Config) -> float:
 def imagine(wm, actor: Actor, starts: dict[str, jax.Array], key: jax.Array, horizon: int) -> dict[str, jax.Array]:
     """Imagined trajectories (no gradients) from every start state [N, ...]: feat, action, reward, cont."""
     start = dict(deter=sg(starts["deter"]), stoch=sg(starts["stoch"]))
-    policy = lambda s, k: actor.sample(sg(feature(s["deter"], s["stoch"])), k)
+    policy = lambda s, k: actor.sample(sg(feature(s["deter"], s["stoch"])), k, clip=False)
     traj, act = wm.rssm.imagine(start, policy, horizon, key)
     traj = jax.tree.map(sg, traj)
     feat = feature(traj["deter"], traj["stoch"])
@@ -103,11 +110,12 @@ def imagine(wm, actor: Actor, starts: dict[str, jax.Array], key: jax.Array, hori
 
 def actor_critic_losses(actor: Actor, critic: Critic, slow_critic: Critic, traj: dict[str, jax.Array],
                         ret_lo: jax.Array, ret_hi: jax.Array, cfg: Config,
-                        ) -> tuple[jax.Array, tuple[dict[str, jax.Array], jax.Array, jax.Array]]:
-    """Sum of actor and critic losses on one imagined batch (gradients reach actor and critic only).
+                        ) -> tuple[dict[str, jax.Array], dict[str, jax.Array], dict[str, jax.Array]]:
+    """Actor (`policy`) and critic (`value`) losses on one imagined batch of N trajectories.
 
     The critic runs once: its (stop-gradient) values give the lambda-returns and the advantages,
-    its logits the two-hot loss. Returns (loss, (metrics, new ret_lo, new ret_hi)).
+    its logits the two-hot loss. Returns (losses, metrics, outs) with outs `ret` [N, H] (the imagined
+    lambda-returns, whose index 0 bootstraps the replay value loss), `ret_lo`, `ret_hi` (new stats).
     """
     b = cfg.behavior
     disc = discount(cfg)
@@ -126,9 +134,29 @@ def actor_critic_losses(actor: Actor, critic: Critic, slow_critic: Critic, traj:
     slow_value = sg(slow_critic.value(feat))[:, :-1]
     critic_loss = (weight * (dists.twohot_loss(logits[:, :-1], ret, bins)
                              + b.slowreg * dists.twohot_loss(logits[:, :-1], slow_value, bins))).mean()
-    metrics = {"loss/actor": actor_loss, "loss/critic": critic_loss, "entropy": ent.mean(),
-               "adv_mag": jnp.abs(adv).mean(), "value": value.mean(), "ret": ret.mean(), "ret_scale": scale}
-    return actor_loss + critic_loss, (metrics, lo, hi)
+    losses = {"actor": actor_loss, "critic": critic_loss}
+    metrics = {"entropy": ent.mean(), "adv_mag": jnp.abs(adv).mean(), "value": value.mean(), "ret": ret.mean(),
+               "ret_scale": scale}
+    return losses, metrics, {"ret": ret, "ret_lo": lo, "ret_hi": hi}
+
+
+def replay_value_loss(critic: Critic, slow_critic: Critic, feat_BxTxF: jax.Array, reward_BxT: jax.Array,
+                      terminal_BxT: jax.Array, boot_BxT: jax.Array, cfg: Config) -> tuple[jax.Array, jax.Array]:
+    """dreamerv3 `repl_loss`: the critic on the replayed posterior states learns lambda-returns computed
+    along the replayed sequence, bootstrapped at every step with that state's imagined return `boot`.
+
+    R_t = r_{t+1} + disc * (1 - term_{t+1}) * ((1 - lam) * boot_{t+1} + lam * R_{t+1}),  R_{T-1} = boot_{T-1},
+    trained on t < T-1 with the same slow-critic regulariser. dreamerv3 also cuts the recursion at
+    `is_last`; chunks here never cross an episode's end (replay.py), so that cut never applies.
+    Returns (loss, returns [B, T-1]).
+    """
+    b = cfg.behavior
+    bins = dists.twohot_bins(cfg.model.bins)
+    ret = sg(lambda_return(reward_BxT, 1.0 - terminal_BxT, sg(boot_BxT), discount(cfg), b.lam))
+    logits = critic.logits(feat_BxTxF)[:, :-1]
+    slow_value = sg(slow_critic.value(feat_BxTxF))[:, :-1]
+    loss = (dists.twohot_loss(logits, ret, bins) + b.slowreg * dists.twohot_loss(logits, slow_value, bins)).mean()
+    return loss, ret
 
 
 def ema_update(slow: nnx.Module, fast: nnx.Module, rate: float) -> None:

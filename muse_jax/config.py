@@ -123,52 +123,78 @@ class LossConfig:
     """Continue head (Bernoulli) weight."""
     competence: float = 1.0
     """Self-awareness head (N binary cross-entropies) weight."""
+    policy: float = 1.0
+    """Actor loss scale in the one folded loss (dreamerv3 `loss_scales.policy`)."""
+    value: float = 1.0
+    """Critic loss scale on imagined returns (dreamerv3 `loss_scales.value`)."""
+    repval: float = 0.3
+    """Critic loss scale on lambda-returns along the replayed sequence (dreamerv3 `loss_scales.repval`,
+    `repval_loss: True`, `repval_grad: True`: its gradient also reaches the world model)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimConfig:
-    """Optimisers (DreamerV3 paper values)."""
+    """One LaProp optimiser over world model, actor and critic (danijar/dreamerv3 `agent.opt`, `_make_opt`).
 
-    model_lr: float = 1e-4
-    """World-model learning rate."""
-    actor_lr: float = 3e-5
-    """Actor learning rate."""
-    critic_lr: float = 3e-5
-    """Critic learning rate."""
-    eps: float = 1e-8
-    """Adam epsilon."""
-    clip: float = 1000.0
-    """Global gradient-norm clip."""
+    Source: current danijar/dreamerv3 configs.yaml `opt: {lr: 4e-5, agc: 0.3, eps: 1e-20, beta1: 0.9,
+    beta2: 0.999, momentum: True, warmup: 1000}` with `separate_lrs: False`; the chain is built in
+    `agent.make_optimizer`. (The 2023 release used three Adams with 1e-4 / 3e-5 / 3e-5.)
+    """
+
+    lr: float = 4e-5
+    """Learning rate after warm-up (dreamerv3 `opt.lr`)."""
+    agc: float = 0.3
+    """Adaptive gradient clipping: each tensor's update norm <= agc * max(agc_pmin, its parameter norm)."""
+    agc_pmin: float = 1e-3
+    """Parameter-norm floor of the adaptive clipping (dreamerv3 `clip_by_agc(pmin=1e-3)`)."""
+    eps: float = 1e-20
+    """Epsilon added to the RMS (outside the square root, as dreamerv3 `scale_by_rms`)."""
+    beta1: float = 0.9
+    """Momentum decay, applied after RMS normalisation (LaProp order)."""
+    beta2: float = 0.999
+    """Decay of the squared-gradient average."""
+    warmup: int = 1000
+    """Optimiser steps of linear learning-rate warm-up from 0."""
 
 
 @dataclasses.dataclass(frozen=True)
 class BehaviorConfig:
-    """DreamerV3 actor-critic learned in imagination (the baseline, and MUSE's base policy)."""
+    """DreamerV3 actor-critic learned in imagination (the baseline, and MUSE's base policy).
+
+    Every default is current danijar/dreamerv3 configs.yaml (`imag_length`, `horizon`, `imag_loss`,
+    `repl_loss`, `slowvalue`, `retnorm`, `policy`). Kept differences, with reasons:
+    - `contdisc: True` folds the discount into the continue head's target; here the continue head
+      predicts 1 - is_terminal (the MUSE loss names it so) and the discount multiplies it in
+      imagination, which gives the same returns and weights (up to one constant factor gamma).
+    - `valnorm`/`advnorm` are `none` in dreamerv3 and absent here (identity).
+    """
 
     imag_horizon: int = 15
-    """Imagination horizon."""
+    """Imagination horizon (dreamerv3 `imag_length: 15`)."""
     lam: float = 0.95
-    """Lambda of the lambda-returns."""
+    """Lambda of the lambda-returns, imagined and replayed (dreamerv3 `imag_loss.lam`, `repl_loss.lam`)."""
     horizon: float = 333.0
-    """Discount horizon; discount = 1 - 1/horizon."""
+    """Discount horizon; discount = 1 - 1/horizon (dreamerv3 `horizon: 333`)."""
     actent: float = 3e-4
-    """Entropy regulariser scale."""
+    """Entropy regulariser scale (dreamerv3 `imag_loss.actent`)."""
     slow_rate: float = 0.02
-    """EMA rate of the slow critic."""
+    """EMA rate of the slow critic, updated every step (dreamerv3 `slowvalue: {rate: 0.02, every: 1}`)."""
     slowreg: float = 1.0
-    """Weight of the critic's regulariser towards the slow critic."""
+    """Weight of the critic's regulariser towards the slow critic (dreamerv3 `imag_loss.slowreg`)."""
     retnorm_low: float = 5.0
-    """Lower percentile of return normalisation."""
+    """Lower percentile of return normalisation (dreamerv3 `retnorm.perclo`)."""
     retnorm_high: float = 95.0
-    """Upper percentile of return normalisation."""
+    """Upper percentile of return normalisation (dreamerv3 `retnorm.perchi`)."""
     retnorm_rate: float = 0.01
-    """EMA rate of the return percentiles."""
+    """EMA rate of the return percentiles, not debiased (dreamerv3 `retnorm: {rate: 0.01, debias: False}`)."""
     retnorm_limit: float = 1.0
-    """Minimum scale of return normalisation."""
+    """Minimum scale of return normalisation (dreamerv3 `retnorm.limit`)."""
     min_std: float = 0.1
-    """Minimum std of the continuous action distribution."""
+    """Minimum std of the continuous action distribution (dreamerv3 `policy.minstd`)."""
     max_std: float = 1.0
-    """Maximum std of the continuous action distribution."""
+    """Maximum std of the continuous action distribution (dreamerv3 `policy.maxstd`)."""
+    policy_outscale: float = 0.01
+    """Scale of the actor's output-layer init (dreamerv3 `policy.outscale: 0.01`): near-uniform first policy."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,6 +255,9 @@ class ReplayConfig:
     """B, sequences per train batch (global, split over devices)."""
     seq_len: int = 64
     """T, length of each sampled chunk."""
+    context: bool = True
+    """Start each chunk from the stored posterior latent of the step before it instead of zeros
+    (dreamerv3 `replay_context: 1`); needs episodes stored with `deter`/`stoch` (the collector does)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -516,9 +545,17 @@ def validate(cfg: Config) -> None:
     for key in ("dyn", "rep", "free_nats", "image", "proprio", "reward", "cont", "competence"):
         v = getattr(cfg.loss, key)
         _check(_finite(v) and v >= 0, f"loss.{key}", v, "a finite number >= 0")
-    for key in ("model_lr", "actor_lr", "critic_lr", "eps", "clip"):
-        v = getattr(cfg.optim, key)
+    for key in ("policy", "value", "repval"):
+        _check(_finite(getattr(cfg.loss, key)) and getattr(cfg.loss, key) >= 0, f"loss.{key}",
+               getattr(cfg.loss, key), "a finite number >= 0")
+    o = cfg.optim
+    for key in ("lr", "eps", "agc_pmin"):
+        v = getattr(o, key)
         _check(_finite(v) and v > 0, f"optim.{key}", v, "a finite number > 0")
+    _check(_finite(o.agc) and o.agc >= 0, "optim.agc", o.agc, "a finite number >= 0 (0 = no clipping)")
+    for key in ("beta1", "beta2"):
+        _check(0.0 <= getattr(o, key) < 1.0, f"optim.{key}", getattr(o, key), "0 <= beta < 1")
+    _check(o.warmup >= 0, "optim.warmup", o.warmup, "an integer >= 0")
     b = cfg.behavior
     _check(b.imag_horizon >= 1, "behavior.imag_horizon", b.imag_horizon, "an integer >= 1")
     _check(0.0 <= b.lam <= 1.0, "behavior.lam", b.lam, "0 <= lam <= 1")

@@ -160,9 +160,9 @@ def bounded_normal(raw_BxA2: jax.Array, min_std: float, max_std: float) -> tuple
 
 
 def normal_sample(key: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:
-    """Sample clipped to the action range [-1, 1]."""
-    x = mean + std * jax.random.normal(key, mean.shape, mean.dtype)
-    return jnp.clip(x, -1.0, 1.0)
+    """Unclipped sample, as dreamerv3 draws it: imagination feeds it to the dynamics (which divide by
+    max(1, |a|)) and the actor loss takes its log-probability; only the env receives it clipped."""
+    return mean + std * jax.random.normal(key, mean.shape, mean.dtype)
 
 
 def normal_logp(x: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:

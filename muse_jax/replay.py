@@ -9,6 +9,15 @@ Design choices (documented because DreamerV3 implementations differ):
 - Capacity is bounded in steps; when exceeded, whole episodes are evicted oldest first.
 - `state_dict()` flattens everything into a few numpy arrays so checkpoints can save it and
   adaptation can start from the pre-training buffer (MUSE §3.2 retains it).
+- Replay context (dreamerv3 `replay_context: 1`): episodes may carry the posterior latent the agent
+  had at each step (`deter` float16 [T, D], `stoch` uint8 class indices [T, S]; the collector stores
+  the acting-time posterior). A chunk starting at offset o > 0 then comes with `start_deter` /
+  `start_stoch`, the latent after step o-1, and keeps its stored `is_first`, so the world model
+  continues the episode's state instead of restarting from zeros mid-episode. Departure: dreamerv3
+  also writes the training posteriors back into replay after every train step; here the stored
+  latents stay those from acting time (collected with parameters at most one episode old when the
+  episode is fresh, older for old episodes), which the model's filtering corrects within a few steps.
+  Without stored latents (or `context=False`) every chunk's first step is marked `is_first`.
 """
 
 from __future__ import annotations
@@ -22,14 +31,23 @@ from muse_jax.competence import time_to_success as _time_to_success
 
 STEP_KEYS = ("action", "reward", "is_first", "is_terminal", "task_id")
 """Keys every stored step has; `image` and `proprio` are present when the observation has them."""
+LATENT_KEYS = ("deter", "stoch")
+"""Optional per-step posterior latents (replay context); never part of a sampled batch themselves."""
 
 
-def step_bytes(image_shape: tuple[int, int, int] | None, proprio_dim: int | None, act_dim: int) -> int:
-    """Bytes one stored step takes (uint8 image, float32 vectors, bool flags)."""
+def step_bytes(image_shape: tuple[int, int, int] | None, proprio_dim: int | None, act_dim: int,
+               deter: int = 0, stoch: int = 0) -> int:
+    """Bytes one stored step takes (uint8 image, float32 vectors, bool flags, float16 deter, uint8 stoch)."""
     n = 0 if image_shape is None else int(np.prod(image_shape))
     n += 4 * (proprio_dim or 0)
     n += 4 * act_dim + 4 + 2 + 4 + 4  # action, reward, is_first/is_terminal, task_id, time_to_success
+    n += 2 * deter + stoch
     return n
+
+
+def latent_arrays(deter_BxD: np.ndarray, stoch_BxSxK: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Compact storage form of posterior latents: float16 deter, uint8 class index per categorical."""
+    return np.asarray(deter_BxD, np.float16), np.asarray(stoch_BxSxK).argmax(-1).astype(np.uint8)
 
 
 def episode_labels(success_T: np.ndarray) -> np.ndarray:
@@ -40,10 +58,10 @@ def episode_labels(success_T: np.ndarray) -> np.ndarray:
 class Replay:
     """Bounded FIFO of episodes with uniform chunk sampling."""
 
-    def __init__(self, capacity: int, seq_len: int, seed: int = 0) -> None:
+    def __init__(self, capacity: int, seq_len: int, seed: int = 0, context: bool = True) -> None:
         if capacity < seq_len:
             raise ValueError(f"replay capacity={capacity} must be >= seq_len={seq_len} (replay.capacity).")
-        self.capacity, self.seq_len = int(capacity), int(seq_len)
+        self.capacity, self.seq_len, self.context = int(capacity), int(seq_len), bool(context)
         self._episodes: deque[dict[str, np.ndarray]] = deque()
         self._steps = 0
         self._rng = np.random.default_rng(seed)
@@ -90,7 +108,8 @@ class Replay:
         return any(len(ep["reward"]) >= self.seq_len for ep in self._episodes)
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
-        """B chunks of T consecutive steps from within single episodes, as [B, T, ...] arrays."""
+        """B chunks of T consecutive steps from within single episodes, as [B, T, ...] arrays, plus
+        `start_deter` [B, D] / `start_stoch` [B, S] (class indices) when replay context applies."""
         T = self.seq_len
         eps = list(self._episodes)
         starts = np.array([max(len(ep["reward"]) - T + 1, 0) for ep in eps])
@@ -101,10 +120,20 @@ class Replay:
         bounds = np.cumsum(starts)
         idx = np.searchsorted(bounds, flat, side="right")
         offs = flat - (bounds[idx] - starts[idx])
-        keys = list(eps[idx[0]].keys())
-        out = {k: np.stack([eps[i][k][o : o + T] for i, o in zip(idx, offs, strict=True)]) for k in keys}
+        chosen = [eps[i] for i in idx]
+        keys = [k for k in chosen[0] if k not in LATENT_KEYS]
+        out = {k: np.stack([ep[k][o : o + T] for ep, o in zip(chosen, offs, strict=True)]) for k in keys}
         out["is_first"] = out["is_first"].copy()
-        out["is_first"][:, 0] = True  # a chunk's first step starts the model state afresh
+        if self.context and all(k in ep for ep in chosen for k in LATENT_KEYS):
+            prev = np.maximum(offs - 1, 0)
+            out["start_deter"] = np.stack([ep["deter"][p] for ep, p in zip(chosen, prev, strict=True)])
+            out["start_stoch"] = np.stack([ep["stoch"][p] for ep, p in zip(chosen, prev, strict=True)])
+            at_start = offs == 0  # the episode's own first step: zeros, and is_first (already stored) resets
+            out["start_deter"][at_start] = 0
+            out["start_stoch"][at_start] = 0
+            out["is_first"][at_start, 0] = True
+        else:
+            out["is_first"][:, 0] = True  # no stored latent: a chunk's first step starts the model state afresh
         return out
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -113,7 +142,8 @@ class Replay:
         out: dict[str, np.ndarray] = {"episode_lengths": np.array([len(ep["reward"]) for ep in eps], np.int64)}
         if eps:
             for k in eps[0]:
-                out[k] = np.concatenate([ep[k] for ep in eps])
+                if all(k in ep for ep in eps):  # latents stored by some episodes only are dropped
+                    out[k] = np.concatenate([ep[k] for ep in eps])
         out["meta"] = np.array([self.capacity, self.seq_len, self.episodes_added], np.int64)
         return out
 

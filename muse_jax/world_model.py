@@ -124,13 +124,14 @@ class WorldModel(nnx.Module):
     # --------------------------------------------------------------------- loss
 
     def loss(self, batch: Batch, key: jax.Array) -> tuple[jax.Array, tuple[dict[str, jax.Array], dict]]:
-        """Total world-model loss, (metrics, posterior states [B,T,...] for imagination starts)."""
+        """Total world-model loss, (metrics, posterior states [B,T,...] with gradients, for imagination
+        starts and the replay value loss)."""
         cfg, lw = self.cfg, self.cfg.loss
         action = jnp.asarray(batch["action"], jnp.float32)
         B, T = action.shape[:2]
         is_first = jnp.asarray(batch["is_first"], bool)
         embed = self.encode(batch)
-        _, post = self.rssm.observe(self.rssm.initial(B), action, embed, is_first, key)
+        _, post = self.rssm.observe(self.start_state(batch), action, embed, is_first, key)
         feat = feature(post["deter"], post["stoch"]).reshape(B * T, -1)
         losses: dict[str, jax.Array] = {}
         if self.img_dec is not None:
@@ -162,6 +163,15 @@ class WorldModel(nnx.Module):
         metrics["loss/model"] = total
         metrics["kl"] = kl.mean()
         metrics["competence_acc"] = ((comp_logits > 0) == (labels > 0.5)).mean()
-        starts = dict(deter=jax.lax.stop_gradient(post["deter"]), stoch=jax.lax.stop_gradient(post["stoch"]),
-                      cont=cont.reshape(B, T))
+        starts = dict(deter=post["deter"], stoch=post["stoch"], cont=cont.reshape(B, T))
         return total, (metrics, starts)
+
+    def start_state(self, batch: Batch) -> dict[str, jax.Array]:
+        """The state a chunk is filtered from: the stored posterior latent of the step before it when the
+        batch carries one (`start_deter` [B, D], `start_stoch` [B, S] class indices; dreamerv3
+        `replay_context`), else zeros. Where
+        the chunk's first step is an episode start, `is_first` resets it to zeros either way."""
+        if "start_deter" not in batch:
+            return self.rssm.initial(jnp.asarray(batch["action"]).shape[0])
+        stoch = jax.nn.one_hot(jnp.asarray(batch["start_stoch"], jnp.int32), self.rssm.classes, dtype=jnp.float32)
+        return dict(deter=jnp.asarray(batch["start_deter"], jnp.float32), stoch=stoch)

@@ -2,7 +2,8 @@
 
 Per env the collector stores DreamerV3-style steps: observation t, the action taken BEFORE it
 (zeros where is_first), the reward received on arriving at it, is_first / is_terminal, plus the
-policy's self-awareness outputs at t (competence sum and critic value). When an env's episode ends
+policy's self-awareness outputs at t (competence sum and critic value) and the posterior latent the
+policy filtered at t (`deter`, `stoch`: the replay context training chunks start from). When an env's episode ends
 (truncated or terminated), the episode is returned with its success flags so that time-to-success
 labels can be computed (`Replay.add_episode(ep, success_T)`).
 
@@ -20,6 +21,8 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from muse_jax.replay import latent_arrays
 
 AGENT_OBS_KEYS = ("image", "proprio", "task_id", "is_first")
 """Observation keys the policy sees (the env also reports `success`, which the agent must not)."""
@@ -111,6 +114,9 @@ class Collector:
         self._key, sub = jax.random.split(self._key)
         action, self.carry, info = self.policy(state, self.carry, agent_obs, sub, mode)
         action = np.asarray(action, np.float32)
+        has_latent = isinstance(self.carry, dict) and "deter" in self.carry and "stoch" in self.carry
+        if has_latent:  # the posterior after observing t (a policy without an RSSM stores none)
+            deter, stoch = latent_arrays(self.carry["deter"], self.carry["stoch"])
         competence = np.asarray(info["competence"], np.float32)
         value = np.asarray(info["value"], np.float32)
         finished = []
@@ -126,6 +132,8 @@ class Collector:
                 competence=competence[i],
                 value=value[i],
             )
+            if has_latent:
+                step.update(deter=deter[i], stoch=stoch[i])
             if first:
                 self._buffers[i] = []
             self._buffers[i].append(step)

@@ -31,7 +31,7 @@ from muse_jax.replay import Replay, step_bytes
 
 CONFIG_KEYS_FREE_ON_RESUME = (
     "train.env_steps", "train.log_every", "train.save_every", "train.keep_checkpoints",
-    "optim.model_lr", "optim.actor_lr", "optim.critic_lr", "optim.clip",
+    "optim.lr", "optim.warmup", "optim.agc",
 )
 """Settings a resumed run may change (extend training; lower a learning rate after a NaN stop, as the
 NaN message advises); every other key must match the saved run."""
@@ -51,7 +51,8 @@ def replay_megabytes(cfg: Config) -> float:
     """Memory the full replay will take, from the config alone."""
     e = cfg.env
     image = (e.image_size, e.image_size, 3) if e.image else None
-    return cfg.replay.capacity * step_bytes(image, PROPRIO_DIM if e.proprio else None, ACT_DIM) / 2**20
+    latents = (cfg.model.deter, cfg.model.stoch) if cfg.replay.context else (0, 0)
+    return cfg.replay.capacity * step_bytes(image, PROPRIO_DIM if e.proprio else None, ACT_DIM, *latents) / 2**20
 
 
 def train_steps_due(env_steps: int, train_ratio: float, batch_size: int, seq_len: int) -> int:
@@ -66,7 +67,7 @@ def check_finite(metrics: Mapping[str, float], step: int) -> None:
         if not math.isfinite(metrics[k]):
             raise NonFiniteLossError(
                 f"{k} is {metrics[k]} at train step {step}; stopped without saving, the last good checkpoint is "
-                "kept. Lower optim.model_lr / optim.actor_lr or check the inputs, then resume.")
+                "kept. Lower optim.lr or check the inputs, then resume.")
 
 
 def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -150,10 +151,12 @@ def recent_stats(episodes: list[Episode], tasks: list[str]) -> dict[str, float]:
 
 
 def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
-             echo: Callable[[str], None] = print) -> dict[str, Any]:
+             echo: Callable[[str], None] = print, act_mode: str = "dreamer") -> dict[str, Any]:
     """Run (or resume) pre-training into `logdir`; returns the final counters and last metrics.
 
     `stop_at` ends the run early after that many env steps (with a checkpoint), as a kill would.
+    `act_mode` is the policy mode after the prefill: "dreamer" (the actor, MUSE §3.2.1 pre-training)
+    or "muse" (self-regulated acting, for learning curves of the regulated agent).
     """
     from muse_jax import agent as A
     from muse_jax.checkpoint import Checkpointer, spec_meta
@@ -173,7 +176,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
     echo(f"replay needs {replay_megabytes(cfg):.1f} MB for {cfg.replay.capacity} steps")
     learner = A.create_learner(cfg, spec, seed)
     graphdef, state = learner.graphdef, learner.state
-    replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, seed)
+    replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, seed, context=cfg.replay.context)
     counters = {"env_steps": 0, "train_steps": 0, "episodes": 0}
     if resuming:
         state, replay_state, meta = ckpt.restore(state_template=state)
@@ -206,7 +209,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
 
     try:
         while env_steps < total:
-            mode = "random" if env_steps < cfg.train.prefill else "dreamer"
+            mode = "random" if env_steps < cfg.train.prefill else act_mode
             for ep in collector.step(trainer.state, mode):
                 replay.add_episode(ep.data, ep.success_T)
                 window.append(ep)

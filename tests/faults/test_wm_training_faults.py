@@ -148,7 +148,7 @@ def test_replay_is_bounded_by_capacity_whatever_is_added() -> None:
                            success_T=np.zeros(capacity + 1, bool))
 
 
-HUGE_LR = ("optim.model_lr=1e30", "optim.actor_lr=1e30", "optim.critic_lr=1e30")
+HUGE_LR = ("optim.lr=1e30", "optim.warmup=0", "optim.agc=0")
 
 
 @pytest.fixture(scope="module")

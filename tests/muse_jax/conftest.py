@@ -17,7 +17,7 @@ TINY = {
     "env": {"tasks": ["reach-v3"], "image": False, "proprio": True, "max_episode_steps": 20},
     "replay": {"batch_size": 8, "seq_len": 8},
     "behavior": {"imag_horizon": 5},
-    "optim": {"model_lr": 3e-3, "actor_lr": 1e-3, "critic_lr": 1e-3},
+    "optim": {"lr": 3e-3, "warmup": 0},
     "regulation": {"horizon": 4, "num_rollouts": 4, "mcts_simulations": 6, "mcts_branching": 3},
 }
 PROPRIO, ACT = 4, 2

@@ -151,7 +151,8 @@ AGENT_SHARDED_EQUALS_SINGLE = """
     from muse_jax.agent import ObsSpec, create_learner, make_train_step
     from muse_jax.config import load_config
 
-    cfg = load_config("smoke", {"replay.batch_size": 4, "replay.seq_len": 8, "behavior.imag_horizon": 3})
+    cfg = load_config("smoke", {"replay.batch_size": 4, "replay.seq_len": 8, "behavior.imag_horizon": 3,
+                               "optim.warmup": 0})  # the warm-up makes the first update exactly zero
     spec = ObsSpec.from_config(cfg, proprio_dim=7, act_dim=3)
     learner = create_learner(cfg, spec, seed=0)
     g = learner.graphdef
