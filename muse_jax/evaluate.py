@@ -149,10 +149,24 @@ PAPER_TABLE1 = {"muse": {"sa_accuracy": 0.92, "sa_auroc": 0.95, "success_rate": 
 """MUSE Table 1 (and §3.2.3: 7/10 tasks solved by MUSE, none by Dreamer-v3), for `compare`."""
 
 
+def _one_outcome(r: dict[str, Any]) -> str | None:
+    """'all failed' / 'all solved' when every episode had the same outcome (accuracy is degenerate then)."""
+    rates = [t.get("success_rate") for t in r.get("tasks", [])]
+    if rates and all(x == 0.0 for x in rates):
+        return "all episodes failed"
+    if rates and all(x == 1.0 for x in rates):
+        return "all episodes solved"
+    return None
+
+
 def _cell(r: dict[str, Any], key: str, pct: bool) -> str:
     if key == "sa_quantile_accuracy" and r.get("agent") == "dreamer":
         return "n/a (no quantile head)"
-    return _fmt(r.get(key), pct)
+    text = _fmt(r.get(key), pct)
+    one = _one_outcome(r)
+    if one and key in ("sa_accuracy", "sa_auroc"):
+        text += f" ({one}: one outcome class)"
+    return text
 
 
 def table1_side_by_side(results: Sequence[dict[str, Any]]) -> str:

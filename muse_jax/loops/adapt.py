@@ -41,7 +41,7 @@ from muse_jax import evaluate
 from muse_jax.competence import agent_steps_per_episode
 from muse_jax.config import Config, ConfigError, from_dict
 from muse_jax.envs.metaworld import check_task, configure_gl, make_vector_env
-from muse_jax.logging import RunLogger, to_float_dict
+from muse_jax.logging import RunLogger
 from muse_jax.loops.collect import Collector, Episode
 from muse_jax.loops.pretrain import check_finite, memo_jit, obs_spec, train_steps_due
 from muse_jax.replay import Replay, episode_labels
@@ -127,7 +127,9 @@ def stack_states(state: Any, k: int) -> Any:
 
 def make_task_policy(graphdef: Any, mode: str) -> Callable:
     """jit(vmap(policy_step)) over the task axis, one env per task, in the Collector's calling convention:
-    (state [K..], carry [K,1..], obs [K..], key, mode) -> (action [K,A], carry, info [K])."""
+    (state [K..], carry [K..], obs [K..], key, mode) -> (action [K,A], carry [K..], info [K..]).
+
+    The carry looks like any batched carry (env i = task i); inside, each task sees a batch of one."""
     from muse_jax import agent as A
 
     one = lambda st, carry, obs, key: A.policy_step(graphdef, st, carry, obs, key, mode)
@@ -136,9 +138,10 @@ def make_task_policy(graphdef: Any, mode: str) -> Callable:
     @jax.jit
     def step(state, carry, obs, key):
         k = obs["is_first"].shape[0]
-        obs1 = jax.tree.map(lambda x: x[:, None], obs)
-        action, carry, info = vstep(state, carry, obs1, jax.random.split(key, k))
-        return action[:, 0], carry, jax.tree.map(lambda x: x[:, 0], info)
+        add = lambda tree: jax.tree.map(lambda x: x[:, None], tree)
+        drop = lambda tree: jax.tree.map(lambda x: x[:, 0], tree)
+        action, carry, info = vstep(state, add(carry), add(obs), jax.random.split(key, k))
+        return action[:, 0], drop(carry), drop(info)
 
     return lambda state, carry, obs, key, _mode: step(state, carry, obs, key)
 
@@ -262,7 +265,7 @@ def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str
     policy = memo_jit("task_policy", learner.graphdef, MODES[agent],
                       lambda: make_task_policy(learner.graphdef, MODES[agent]))
     train_fn = memo_jit("task_train", learner.graphdef, None, lambda: make_task_train_step(learner.graphdef))
-    carry = jax.vmap(lambda st: A.initial_carry(learner.graphdef, st, 1))(state)
+    carry = A.initial_carry(learner.graphdef, pre_state, K)
     make_venv = lambda s: make_vector_env(group, [0] * K, cfg.env, s, K)
     n_done = sum(len(v) for v in records.values())
     collector = Collector(make_venv, policy, carry, list(group), seed + 100 * n_done + 17)
@@ -277,11 +280,12 @@ def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str
             env_steps += 1
             due = train_steps_due(env_steps, cfg.adapt.train_ratio, r.batch_size, r.seq_len)
             while train_steps < due and all(rp.can_sample() for rp in replays):
-                batch = {k_: np.stack([b[k_] for b in bs]) for bs in [[rp.sample(r.batch_size) for rp in replays]]
-                         for k_ in bs[0]}
+                samples = [rp.sample(r.batch_size) for rp in replays]  # each task from its own replay
+                batch = {k_: np.stack([b[k_] for b in samples]) for k_ in samples[0]}
                 keys = jax.random.split(jax.random.fold_in(key, train_steps), K)
                 state, metrics = train_fn(state, batch, keys)
-                per_task = [to_float_dict(jax.tree.map(lambda x, k=k: x[k], metrics)) for k in range(K)]
+                metrics = jax.device_get(metrics)
+                per_task = [{k_: float(v[k]) for k_, v in metrics.items()} for k in range(K)]
                 for m in per_task:
                     check_finite(m, train_steps)
                 train_steps += 1
@@ -302,6 +306,11 @@ def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str
                 new_eps[k].append(data)
                 records[t] = records[t] + [rec]
                 new.append(rec)
+            if len(collector.faults) > n_faults:  # envs rebuilt, partial episodes dropped: all restart now
+                starts = {t: (env_steps, train_steps) for t in group}
+            for fault in collector.faults[n_faults:]:
+                append_jsonl(out / "faults.jsonl", {"tasks": group, "env_steps": env_steps, **fault})
+            n_faults = len(collector.faults)
             if not new:
                 continue
             saved = {f"t{k}_{key_}": v for k in range(K) if new_eps[k]
@@ -314,9 +323,6 @@ def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str
             logger.write({"step": train_steps, "env_steps": env_steps,
                           "episodes_done": min(len(v) for v in records.values()),
                           "success_rate": float(np.mean([x["success"] for x in new])), **last})
-            for fault in collector.faults[n_faults:]:
-                append_jsonl(out / "faults.jsonl", {"tasks": group, "env_steps": env_steps, **fault})
-            n_faults = len(collector.faults)
             rounds[0] += 1
             if stop_after_rounds is not None and rounds[0] >= stop_after_rounds:
                 return False

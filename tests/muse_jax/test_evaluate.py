@@ -102,3 +102,10 @@ def test_muse_outputs_have_quantile_plot_and_row(tmp_path):
     assert res["sa_quantile_accuracy"] is not None
     assert (tmp_path / "quantiles.png").read_bytes()[:4] == b"\x89PNG"
     assert "| MUSE | Quantile accuracy |" in (tmp_path / "table.md").read_text()
+
+
+def test_one_outcome_class_is_said_in_words():
+    res = evaluate.summarize("muse", [ep("a", 0, False, [1.0, 2.0]), ep("a", 1, False, [0.0])], 5, 20)
+    md = evaluate.table_markdown([res])
+    assert "| MUSE | Accuracy | 100% (all episodes failed: one outcome class) |" in md
+    assert "| MUSE | AUROC | n/a (all episodes failed: one outcome class) |" in md
