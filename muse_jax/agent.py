@@ -201,13 +201,22 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
     """Filter one observation per env, then act: "random", "dreamer" (actor sample) or "muse".
 
     "muse" self-regulates per cfg.regulation.strategy ("none" = the plain actor). Returns actions
-    [B, A] in [-1, 1], the new carry, and info with `competence` [B], `competence_probs` [B, N] and
-    `value` [B] (critic, un-normalised). `mode` must be static under jit.
+    [B, A] in [-1, 1], the new carry, and info with `competence` [B], `competence_probs` [B, N],
+    `value` [B] (critic, un-normalised), `value_normalized` [B] (value / return scale, the Dreamer
+    self-awareness signal of §3.2.2) and `quantile` [B] (predicted success quantile class 0..N: the
+    number of psi_i above 1/2). `mode` must be static under jit.
+
+    The carry is (h, z, a_t), from which the next call computes h_{t+1} = f(h, z, a_t) and then the
+    posterior z_{t+1} from the next observation. With strategy "gradient" and
+    `regulation.carry_regulated_state` (the default, Algorithm 1 as written) (h, z) is the ascended
+    state s, so regulation carries over to the next step; switched off, it is the unregulated posterior.
     """
     if mode not in MODES:
         raise ValueError(f"policy_step: mode={mode!r} is not one of {MODES}.")
     tr: Trainer = nnx.merge(graphdef, state)
     agent, cfg = tr.agent, tr.cfg
+    if mode == "muse" and not agent.wm.has_competence:
+        raise ValueError("policy_step: mode 'muse' needs the self-awareness head; this is a Dreamer model.")
     k_obs, k_act = jax.random.split(key)
     embed = agent.wm.encode(obs)
     is_first = jnp.asarray(obs["is_first"], bool)
@@ -215,9 +224,13 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
                                    is_first, k_obs)
     feat = feature(st["deter"], st["stoch"])
     probs = agent.wm.competence_probs(feat)
+    value = agent.critic.value(feat)
+    scale = jnp.maximum(cfg.behavior.retnorm_limit, tr.ret_hi.get_value() - tr.ret_lo.get_value())
     info: dict[str, jax.Array] = {"competence": probs.sum(-1), "competence_probs": probs,
-                                  "value": agent.critic.value(feat)}
+                                  "value": value, "value_normalized": value / scale,
+                                  "quantile": (probs > 0.5).sum(-1).astype(jnp.float32)}
     B, A = feat.shape[0], agent.spec.act_dim
+    nxt = dict(deter=st["deter"], stoch=st["stoch"])
     if mode == "random":
         action = jax.random.uniform(k_act, (B, A), jnp.float32, -1.0, 1.0)
     elif mode == "dreamer" or cfg.regulation.strategy == "none":
@@ -226,8 +239,13 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
         action, reg_info = regulation.get_strategy(cfg.regulation.strategy)(agent, st["deter"], st["stoch"], k_act,
                                                                             cfg)
         info["regulated_competence"] = reg_info["competence_final"]
+        if cfg.regulation.carry_regulated_state and "deter" in reg_info:
+            # replay context stores the filtering posterior, not the ascended state (collect.py)
+            info["posterior_deter"], info["posterior_stoch"] = st["deter"], st["stoch"]
+            nxt = dict(deter=reg_info["deter"].astype(st["deter"].dtype),
+                       stoch=reg_info["stoch"].astype(st["stoch"].dtype))
     action = jnp.clip(action, -1.0, 1.0)
-    return action, dict(deter=st["deter"], stoch=st["stoch"], action=action), info
+    return action, dict(**nxt, action=action), info
 
 
 def make_policy_step(graphdef: Any, mode: str):

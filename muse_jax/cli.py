@@ -23,6 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key, e.g. --set model.deter=256 (repeatable)")
     pre.add_argument("--logdir", required=True, help="run folder: metrics.jsonl, tb/, checkpoints/")
+    pre.add_argument("--agent", choices=["muse", "dreamer"], default=None,
+                     help="muse (default) or dreamer: the same model without the self-awareness head and loss")
     pre.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)
 
     ad = sub.add_parser("adapt", help="adapt a pre-trained agent on novel tasks and score it")
@@ -32,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     ad.add_argument("--episodes", type=int, default=None, help="episodes per task (default: adapt.episodes, 20)")
     ad.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     ad.add_argument("--logdir", required=True, help="output folder: results.json, roc.png, table.md, ...")
+    ad.add_argument("--one-task-at-a-time", action="store_true",
+                    help="adapt the novel tasks one after another instead of side by side (vmapped)")
     ad.add_argument("--stop-after-rounds", type=int, default=None, help=argparse.SUPPRESS)
 
     cmp_ = sub.add_parser("compare", help="two or more adapt outputs side by side (markdown)")
@@ -62,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.cmd == "pretrain":
-            cfg = load_config(args.config, args.overrides)
+            overrides = list(args.overrides) + ([f"agent={args.agent}"] if args.agent else [])
+            cfg = load_config(args.config, overrides)
             from muse_jax.loops.pretrain import pretrain
 
             res = pretrain(cfg, args.logdir, stop_at=args.stop_at)
@@ -70,8 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from muse_jax.loops.adapt import adapt
 
+        overrides = parse_overrides(args.overrides)
+        if args.one_task_at_a_time:
+            overrides["adapt.parallel_tasks"] = False
         res = adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
-                    overrides=parse_overrides(args.overrides), stop_after_rounds=args.stop_after_rounds)
+                    overrides=overrides, stop_after_rounds=args.stop_after_rounds)
         if res is not None:
             from muse_jax.evaluate import table_markdown
 

@@ -25,6 +25,14 @@ def competence_labels(time_to_success: jax.Array | np.ndarray, max_steps: int, n
     return jnp.logical_and(success, k <= thresholds).astype(jnp.float32)
 
 
+def agent_steps_per_episode(env_cfg) -> int:
+    """L in agent steps: an episode of `max_episode_steps` env steps has ceil(max / action_repeat) actions.
+
+    Time-to-success labels count agent steps (replay indices), so the quantile thresholds must too.
+    """
+    return -(-int(env_cfg.max_episode_steps) // int(env_cfg.action_repeat))
+
+
 def competence(probs: jax.Array) -> jax.Array:
     """Competence score: the sum of the N success-quantile probabilities (0..N)."""
     return probs.sum(-1)

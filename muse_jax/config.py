@@ -105,10 +105,13 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class LossConfig:
-    """World-model loss weights (MUSE eq. 2-3, DreamerV3)."""
+    """World-model loss weights: MUSE eq. 2-3, L_pred + 1.0 L_dyn + 0.1 L_rep, every prediction term at 1.
 
-    dyn: float = 0.5
-    """Weight of the dynamics KL (prior towards stop-grad posterior)."""
+    MUSE eq. 2 gives the dynamics KL weight 1.0 (DreamerV3's own code uses 0.5); the paper's value is the
+    default. The competence head's BCE is one more prediction term of L_pred (weight 1)."""
+
+    dyn: float = 1.0
+    """Weight of the dynamics KL (prior towards stop-grad posterior); MUSE eq. 2."""
     rep: float = 0.1
     """Weight of the representation KL (posterior towards stop-grad prior)."""
     free_nats: float = 1.0
@@ -214,7 +217,12 @@ class RegulationConfig:
     mcts_branching: int = 4
     """(b) Candidate actions sampled from the policy at each node."""
     mcts_c: float = 1.0
-    """(b) Exploration constant of the UCT score."""
+    """(b) Unused since MCTS selects by the self-awareness criterion in place of UCB (§3.1.2); kept so old
+    configs load."""
+    carry_regulated_state: bool = True
+    """Algorithm 1 as written: the ascended s = (h, z) is the carry, so h_{t+1} = f(s, a_t) and regulation
+    builds up over the episode. False = the earlier reading: the ascended s only picks a_t and the next
+    step starts from the unregulated posterior (see regulation/gradient.py for why both exist)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,6 +296,10 @@ class AdaptConfig:
     """Adaptation episodes per novel task."""
     train_ratio: float = 512.0
     """Replayed steps per env step during adaptation."""
+    parallel_tasks: bool = True
+    """Adapt all novel tasks side by side (learner states stacked, policy and train steps vmapped over the
+    task axis, one env per task); False = one task after another. Either way each task adapts on its own,
+    episode after episode (MUSE §3.2.1)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,6 +318,9 @@ class Config:
 
     name: str = "default"
     """Name of the configuration (for logs)."""
+    agent: Literal["muse", "dreamer"] = "muse"
+    """Agent kind: "muse" has the self-awareness (competence) head and loss; "dreamer" is the same model
+    without them (MUSE §3.2: "the self-awareness and self-regulation modules omitted")."""
     model: ModelConfig = ModelConfig()
     loss: LossConfig = LossConfig()
     optim: OptimConfig = OptimConfig()

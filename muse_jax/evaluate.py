@@ -3,10 +3,18 @@
 Input is a list of episode records, one per adaptation episode:
 `{"task": str, "episode": int, "success": bool, "time_to_success": int (-1 = never), "signal": [float]}`
 where `signal` holds the agent's step-wise self-awareness prediction (MUSE: competence sum, 0..N;
-Dreamer: critic value). Every step's prediction is scored against its episode's outcome, pooled over
-all tasks. Accuracy thresholds: MUSE at N/2, Dreamer at the median of all its values (the paper's
-choice). Success rate is averaged per task, then over tasks; mean time to success averages the
-successful episodes over all tasks (nan/null when none succeeded).
+Dreamer: critic value / return scale). Every step's prediction is scored against its episode's
+outcome, pooled over all tasks. Accuracy thresholds: MUSE at N/2, Dreamer at the median of all its
+values (the paper's choice). MUSE records also hold `quantile` [T], the predicted success-quantile
+class per step (how many psi_i > 1/2, 0..N); `sa_quantile_accuracy` is the per-step accuracy of that
+class against the true one (from the steps left until the episode's first success, failure = 0), the
+"finer-grained metric" of §3.2.2 (null for Dreamer, which has no quantile head).
+
+Success rate is averaged per task, then over tasks. Time to completion (§3.2.2: "the number of time
+steps required to achieve success in each episode is averaged across all episodes and tasks"):
+`mean_time_to_success` averages over ALL episodes, a failed episode entering with the time limit L
+(max agent steps per episode: it needed at least that many); `mean_time_to_success_solved` averages
+the successful episodes only (null when none succeeded).
 """
 
 from __future__ import annotations
@@ -40,6 +48,39 @@ def step_predictions(episodes: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np
     return np.concatenate(scores), np.concatenate(labels)
 
 
+def true_quantiles(time_to_success: int, steps: int, max_steps: int, n_quantiles: int) -> np.ndarray:
+    """True success-quantile class per step [T] (0..N) of one episode: from the steps left until its
+    first success (0 at and after it), all 0 for a failed episode (MUSE §3.1.1 labels, summed)."""
+    t = np.arange(steps)
+    if time_to_success < 0:
+        return np.zeros(steps, np.int64)
+    left = np.maximum(time_to_success - t, 0)
+    i = np.arange(1, n_quantiles + 1)
+    thresholds = (n_quantiles + 1 - i) * max_steps / n_quantiles
+    return (left[:, None] <= thresholds[None]).sum(-1)
+
+
+def quantile_predictions(episodes: Sequence[dict[str, Any]], max_steps: int, n_quantiles: int,
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted, true) quantile classes over all steps of the episodes that recorded `quantile`."""
+    pred, true = [], []
+    for ep in episodes:
+        if "quantile" in ep:
+            q = np.asarray(ep["quantile"], np.int64)
+            pred.append(q)
+            true.append(true_quantiles(int(ep["time_to_success"]), len(q), max_steps, n_quantiles))
+    if not pred:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(pred), np.concatenate(true)
+
+
+def mean_time_to_completion(episodes: Sequence[dict[str, Any]], max_steps: int) -> float:
+    """§3.2.2 time to completion: steps to the first success averaged over all episodes, failures = L."""
+    if not episodes:
+        return float("nan")
+    return float(np.mean([ep["time_to_success"] if ep["success"] else max_steps for ep in episodes]))
+
+
 def threshold_for(agent: str, scores: np.ndarray, n_quantiles: int) -> float:
     if agent == "muse":
         return n_quantiles / 2.0
@@ -48,27 +89,35 @@ def threshold_for(agent: str, scores: np.ndarray, n_quantiles: int) -> float:
     raise ValueError(f"agent '{agent}' is unknown; use one of {AGENTS}.")
 
 
-def _group_figures(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int) -> dict[str, Any]:
+def _group_figures(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
+                   ) -> dict[str, Any]:
     scores, labels = step_predictions(episodes)
     succ = [bool(ep["success"]) for ep in episodes]
     tts = [int(ep["time_to_success"]) for ep in episodes]
+    q_pred, q_true = quantile_predictions(episodes, max_steps, n_quantiles)
     return {
         "episodes": len(episodes),
         "success_rate": _num(M.success_rate(succ)),
-        "mean_time_to_success": _num(M.mean_time_to_success(tts, succ)),
+        "mean_time_to_success": _num(mean_time_to_completion(episodes, max_steps)),
+        "mean_time_to_success_solved": _num(M.mean_time_to_success(tts, succ)),
         "sa_accuracy": _num(M.accuracy(scores, labels, threshold_for(agent, scores, n_quantiles))),
         "sa_auroc": _num(M.auroc(scores, labels)),
+        "sa_quantile_accuracy": _num(float((q_pred == q_true).mean())) if q_pred.size else None,
     }
 
 
-def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int) -> dict[str, Any]:
-    """results.json content: pooled self-awareness scores, per-task and mean success figures."""
+def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
+              ) -> dict[str, Any]:
+    """results.json content: pooled self-awareness scores, per-task and mean success figures.
+
+    `max_steps` is L in agent steps (the time a failed episode enters time to completion with).
+    """
     if agent not in AGENTS:
         raise ValueError(f"agent '{agent}' is unknown; use one of {AGENTS}.")
     tasks = list(dict.fromkeys(ep["task"] for ep in episodes))
-    per_task = [{"task": t, **_group_figures(agent, [e for e in episodes if e["task"] == t], n_quantiles)}
-                for t in tasks]
-    pooled = _group_figures(agent, episodes, n_quantiles)
+    per_task = [{"task": t, **_group_figures(agent, [e for e in episodes if e["task"] == t], n_quantiles,
+                                             max_steps)} for t in tasks]
+    pooled = _group_figures(agent, episodes, n_quantiles, max_steps)
     rates = [t["success_rate"] for t in per_task if t["success_rate"] is not None]
     scores, _ = step_predictions(episodes)
     return {
@@ -76,14 +125,62 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int) 
         "signal": SIGNAL_NAMES[agent],
         "sa_accuracy": pooled["sa_accuracy"],
         "sa_auroc": pooled["sa_auroc"],
+        "sa_quantile_accuracy": pooled["sa_quantile_accuracy"],
         "sa_threshold": _num(threshold_for(agent, scores, n_quantiles)) if scores.size else None,
         "success_rate": _num(float(np.mean(rates))) if rates else None,
         "tasks_solved": sum(1 for t in per_task if (t["success_rate"] or 0) > 0),
         "mean_time_to_success": pooled["mean_time_to_success"],
+        "mean_time_to_success_solved": pooled["mean_time_to_success_solved"],
+        "max_steps": int(max_steps),
         "episodes": len(episodes),
         "steps": int(scores.size),
         "tasks": per_task,
     }
+
+
+ROWS = (("Accuracy", "sa_accuracy", True), ("AUROC", "sa_auroc", False),
+        ("Quantile accuracy", "sa_quantile_accuracy", True), ("Success rate", "success_rate", True),
+        ("Mean time to completion (failures = L)", "mean_time_to_success", False),
+        ("Mean time to success (solved only)", "mean_time_to_success_solved", False))
+"""Table 1's rows (accuracy, AUROC) plus the §3.2.2 quantile and self-regulation metrics."""
+
+PAPER_TABLE1 = {"muse": {"sa_accuracy": 0.92, "sa_auroc": 0.95, "success_rate": 0.70},
+                "dreamer": {"sa_accuracy": 0.39, "sa_auroc": 0.63, "success_rate": 0.0}}
+"""MUSE Table 1 (and §3.2.3: 7/10 tasks solved by MUSE, none by Dreamer-v3), for `compare`."""
+
+
+def _one_outcome(r: dict[str, Any]) -> str | None:
+    """'all failed' / 'all solved' when every episode had the same outcome (accuracy is degenerate then)."""
+    rates = [t.get("success_rate") for t in r.get("tasks", [])]
+    if rates and all(x == 0.0 for x in rates):
+        return "all episodes failed"
+    if rates and all(x == 1.0 for x in rates):
+        return "all episodes solved"
+    return None
+
+
+def _cell(r: dict[str, Any], key: str, pct: bool) -> str:
+    if key == "sa_quantile_accuracy" and r.get("agent") == "dreamer":
+        return "n/a (no quantile head)"
+    text = _fmt(r.get(key), pct)
+    one = _one_outcome(r)
+    if one and key in ("sa_accuracy", "sa_auroc"):
+        text += f" ({one}: one outcome class)"
+    return text
+
+
+def table1_side_by_side(results: Sequence[dict[str, Any]]) -> str:
+    """Table 1 with one column per adapt output (MUSE and Dreamer side by side) and the paper's values."""
+    names = [_name(r) for r in results]
+    lines = ["| Metric | " + " | ".join(names) + " | paper MUSE | paper Dreamer-v3 |",
+             "| --- |" + " --- |" * (len(results) + 2)]
+    for metric, key, pct in ROWS:
+        paper = [_fmt(PAPER_TABLE1[a].get(key), pct) if key in PAPER_TABLE1[a] else "" for a in ("muse", "dreamer")]
+        lines.append(f"| {metric} | " + " | ".join(_cell(r, key, pct) for r in results) + " | "
+                     + " | ".join(paper) + " |")
+    lines.append("| Episodes (tasks) | " + " | ".join(f"{r['episodes']} ({len(r['tasks'])})" for r in results)
+                 + " | 200 (10) | 200 (10) |")
+    return "\n".join(lines) + "\n"
 
 
 def _fmt(x: float | None, pct: bool = False) -> str:
@@ -95,11 +192,9 @@ def _fmt(x: float | None, pct: bool = False) -> str:
 def table_markdown(results: Sequence[dict[str, Any]]) -> str:
     """Table 1 layout (Method | Metric | Value) plus success and time to success, then per task."""
     lines = ["| Method | Metric | Value |", "| --- | --- | --- |"]
-    for metric, key, pct in (("Accuracy", "sa_accuracy", True), ("AUROC", "sa_auroc", False),
-                             ("Success rate", "success_rate", True),
-                             ("Mean time to success", "mean_time_to_success", False)):
+    for metric, key, pct in ROWS:
         for r in results:
-            lines.append(f"| {_name(r)} | {metric} | {_fmt(r.get(key), pct)} |")
+            lines.append(f"| {_name(r)} | {metric} | {_cell(r, key, pct)} |")
     lines += ["", "| Task | " + " | ".join(f"{_name(r)} success | {_name(r)} steps" for r in results) + " |",
               "| --- |" + " --- | --- |" * len(results)]
     tasks = list(dict.fromkeys(t["task"] for r in results for t in r["tasks"]))
@@ -117,7 +212,8 @@ def _name(r: dict[str, Any]) -> str:
 
 
 def plot_time_to_success(results: Sequence[dict[str, Any]], path: str | Path, max_steps: int) -> Path:
-    """Figure 6: mean steps to solve each novel task, one panel per agent; unsolved tasks marked."""
+    """Figure 6: mean steps to solve each novel task (solved episodes), one panel per agent; unsolved
+    tasks marked; the dashed tick is the time to completion with failures entering as L."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -126,9 +222,11 @@ def plot_time_to_success(results: Sequence[dict[str, Any]], path: str | Path, ma
     fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4), squeeze=False)
     for ax, r in zip(axes[0], results, strict=True):
         names = [t["task"].removesuffix("-v3") for t in r["tasks"]]
-        vals = [t["mean_time_to_success"] for t in r["tasks"]]
+        vals = [t.get("mean_time_to_success_solved") for t in r["tasks"]]
         y = np.arange(len(names))
         ax.barh(y, [v if v is not None else 0 for v in vals], color="tab:blue")
+        ax.scatter([t["mean_time_to_success"] or 0 for t in r["tasks"]], y, marker="|", s=200, color="black",
+                   label="all episodes, failures = L")
         for i, v in enumerate(vals):
             if v is None:
                 ax.text(max_steps * 0.02, i, "not solved", va="center", fontsize=8, color="tab:red")
@@ -140,15 +238,46 @@ def plot_time_to_success(results: Sequence[dict[str, Any]], path: str | Path, ma
     return atomic_save_figure(fig, path)
 
 
+def plot_quantiles(episodes: Sequence[dict[str, Any]], path: str | Path, max_steps: int, n_quantiles: int,
+                   title: str) -> Path:
+    """Confusion matrix of predicted vs true success-quantile class over all steps (the §3.2.2 finer metric)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pred, true = quantile_predictions(episodes, max_steps, n_quantiles)
+    n = n_quantiles + 1
+    cm = np.zeros((n, n), np.int64)
+    np.add.at(cm, (true, pred), 1)
+    rows = cm / np.maximum(cm.sum(1, keepdims=True), 1)
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    im = ax.imshow(rows, vmin=0, vmax=1, cmap="Blues")
+    for i in range(n):
+        for j in range(n):
+            if cm[i, j]:
+                ax.text(j, i, str(cm[i, j]), ha="center", va="center", fontsize=7)
+    ax.set_xlabel("predicted quantile class (0 = failure, N = first quantile)")
+    ax.set_ylabel("true quantile class")
+    acc = float((pred == true).mean()) if pred.size else float("nan")
+    ax.set_title(f"{title}: per-step accuracy {acc:.0%}" if pred.size else f"{title}: no quantile predictions")
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    return atomic_save_figure(fig, path)
+
+
 def write_outputs(out: str | Path, agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int,
                   max_steps: int) -> dict[str, Any]:
-    """results.json, roc.png (Figure 5), time_to_success.png (Figure 6), table.md (Table 1)."""
+    """results.json, roc.png (Figure 5), time_to_success.png (Figure 6), table.md (Table 1) and, for
+    MUSE, quantiles.png (predicted vs true success quantile). `max_steps` is L in agent steps."""
     out = Path(out)
-    res = summarize(agent, episodes, n_quantiles)
+    res = summarize(agent, episodes, n_quantiles, max_steps)
     atomic_write_json(out / "results.json", res)
     scores, labels = step_predictions(episodes)
     M.plot_roc({_name(res): (scores, labels)}, out / "roc.png", title="Self-awareness on novel tasks")
     plot_time_to_success([res], out / "time_to_success.png", max_steps)
+    if res["sa_quantile_accuracy"] is not None:
+        plot_quantiles(episodes, out / "quantiles.png", max_steps, n_quantiles, _name(res))
     atomic_write_text(out / "table.md", table_markdown([res]))
     return res
 
@@ -161,7 +290,8 @@ def load_results(run: str | Path) -> dict[str, Any]:
 
 
 def compare(runs: Sequence[str | Path], out: str | Path | None = None) -> str:
-    """Side-by-side markdown of several adapt outputs; with `out`, a combined ROC plot as well."""
+    """Table 1 with the adapt outputs side by side (one column each, the paper's values last), then the
+    full per-agent table; with `out`, a combined ROC plot as well."""
     results = [load_results(r) for r in runs]
     if out is not None:
         curves = {}
@@ -169,4 +299,4 @@ def compare(runs: Sequence[str | Path], out: str | Path | None = None) -> str:
             eps = list(read_jsonl(Path(run) / "episodes.jsonl"))
             curves[f"{_name(r)} ({Path(run).name})"] = step_predictions(eps)
         M.plot_roc(curves, out, title="Self-awareness on novel tasks")
-    return table_markdown(results)
+    return table1_side_by_side(results) + "\n" + table_markdown(results)

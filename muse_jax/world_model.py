@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from muse_jax import dists
-from muse_jax.competence import competence_labels
+from muse_jax.competence import agent_steps_per_episode, competence_labels
 from muse_jax.config import Config, ConfigError
 from muse_jax.nets import MLP, ConvDecoder, ConvEncoder, feature
 from muse_jax.rssm import RSSM
@@ -77,7 +77,10 @@ class WorldModel(nnx.Module):
             if spec.proprio_dim is not None else None
         self.reward_head = MLP(feat, m.units, m.head_layers, m.bins, rngs, dt, out_scale=0.0)
         self.cont_head = MLP(feat, m.units, m.head_layers, 1, rngs, dt)
-        self.competence_head = MLP(feat, m.units, m.head_layers, m.competence_quantiles, rngs, dt)
+        # The Dreamer baseline is the same model without the self-awareness head and loss (MUSE §3.2).
+        self.has_competence = cfg.agent == "muse"
+        self.competence_head = MLP(feat, m.units, m.head_layers, m.competence_quantiles, rngs, dt) \
+            if self.has_competence else None
 
     # --------------------------------------------------------------------- pieces
 
@@ -107,10 +110,14 @@ class WorldModel(nnx.Module):
         return e.reshape(*lead, e.shape[-1])
 
     def competence_logits(self, feat: jax.Array) -> jax.Array:
+        if self.competence_head is None:
+            raise ValueError("this is a Dreamer model (agent: dreamer): it has no self-awareness head.")
         return self.competence_head(feat).astype(jnp.float32)
 
     def competence_probs(self, feat: jax.Array) -> jax.Array:
-        """psi_1..psi_N = sigmoid(head(s)) [..., N]."""
+        """psi_1..psi_N = sigmoid(head(s)) [..., N]; zeros for a Dreamer model, which has no head."""
+        if self.competence_head is None:
+            return jnp.zeros((*feat.shape[:-1], self.cfg.model.competence_quantiles), jnp.float32)
         return jax.nn.sigmoid(self.competence_logits(feat))
 
     def reward(self, feat: jax.Array) -> jax.Array:
@@ -150,10 +157,13 @@ class WorldModel(nnx.Module):
         losses["reward"] = dists.twohot_loss(self.reward_head(feat), reward, bins).mean()
         cont = 1.0 - jnp.asarray(batch["is_terminal"], jnp.float32).reshape(B * T)
         losses["cont"] = dists.binary_cross_entropy(self.cont_head(feat)[:, 0], cont).mean()
-        labels = competence_labels(jnp.asarray(batch["time_to_success"], jnp.float32).reshape(B * T),
-                                   cfg.env.max_episode_steps, cfg.model.competence_quantiles)
-        comp_logits = self.competence_logits(feat)
-        losses["competence"] = dists.binary_cross_entropy(comp_logits, labels).sum(-1).mean()
+        if self.has_competence:
+            labels = competence_labels(jnp.asarray(batch["time_to_success"], jnp.float32).reshape(B * T),
+                                       agent_steps_per_episode(cfg.env), cfg.model.competence_quantiles)
+            comp_logits = self.competence_logits(feat)
+            losses["competence"] = dists.binary_cross_entropy(comp_logits, labels).sum(-1).mean()
+        else:
+            losses["competence"] = jnp.zeros((), jnp.float32)
         dyn, rep, kl = dists.kl_losses(post["post"], post["prior"], lw.free_nats)
         losses["dyn"], losses["rep"] = dyn.mean(), rep.mean()
         total = (lw.image * losses["image"] + lw.proprio * losses["proprio"] + lw.reward * losses["reward"]
@@ -162,7 +172,8 @@ class WorldModel(nnx.Module):
         metrics = {f"loss/{k}": v for k, v in losses.items()}
         metrics["loss/model"] = total
         metrics["kl"] = kl.mean()
-        metrics["competence_acc"] = ((comp_logits > 0) == (labels > 0.5)).mean()
+        if self.has_competence:
+            metrics["competence_acc"] = ((comp_logits > 0) == (labels > 0.5)).mean()
         starts = dict(deter=post["deter"], stoch=post["stoch"], cont=cont.reshape(B, T))
         return total, (metrics, starts)
 

@@ -182,6 +182,51 @@ class MetaWorldEnv(gym.Env):
         super().close()
 
 
+class RoundRobinEnv(gym.Env):
+    """One env slot of a vector env that draws its next task round-robin at every reset.
+
+    Slot `offset` of `stride` slots runs, at its k-th reset, task (offset + k * stride) mod len(tasks).
+    Meta-World episodes all run the full `max_episode_steps` (no termination), so all slots reset
+    together and the slots' k-th episodes take `stride` consecutive tasks of one global cycle: after
+    any number of episode rounds every task has had the same number of episodes, give or take one,
+    whatever num_envs is (balanced MT10 pre-training). One MetaWorldEnv per task is built on first use.
+    """
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, tasks: Sequence[str], task_ids: Sequence[int], env_cfg: Any, seed: int, offset: int,
+                 stride: int) -> None:
+        self._tasks, self._ids, self._cfg, self._seed = list(tasks), list(task_ids), env_cfg, seed
+        self._offset, self._stride, self._resets = int(offset), int(stride), 0
+        self._envs: dict[int, MetaWorldEnv] = {}
+        self._cur = self._env(self._offset % len(self._tasks))
+        self.observation_space, self.action_space = self._cur.observation_space, self._cur.action_space
+
+    def _env(self, j: int) -> MetaWorldEnv:
+        if j not in self._envs:
+            self._envs[j] = make_env(self._tasks[j], self._ids[j], self._cfg, self._seed + 104729 * j)
+        return self._envs[j]
+
+    @property
+    def task(self) -> str:
+        return self._cur.task
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        j = (self._offset + self._resets * self._stride) % len(self._tasks)
+        self._resets += 1
+        self._cur = self._env(j)
+        return self._cur.reset(seed=seed, options=options)
+
+    def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        return self._cur.step(action)
+
+    def close(self) -> None:
+        for env in self._envs.values():
+            env.close()
+        self._envs = {}
+        super().close()
+
+
 def make_env(task: str, task_id: int, env_cfg: Any, seed: int) -> MetaWorldEnv:
     """One env from an EnvConfig (module-level so AsyncVectorEnv can pickle it under spawn)."""
     return MetaWorldEnv(
@@ -199,9 +244,14 @@ def make_env(task: str, task_id: int, env_cfg: Any, seed: int) -> MetaWorldEnv:
 
 
 def make_vector_env(
-    tasks: Sequence[str], task_ids: Sequence[int], env_cfg: Any, seed: int, num_envs: int | None = None
+    tasks: Sequence[str], task_ids: Sequence[int], env_cfg: Any, seed: int, num_envs: int | None = None,
+    *, round_robin: bool = False,
 ) -> gym.vector.VectorEnv:
-    """`num_envs` envs cycling over `tasks` (env i runs tasks[i % len(tasks)]), sync or async per config.
+    """`num_envs` envs over `tasks`, sync or async per config.
+
+    Fixed (default): env i always runs tasks[i % len(tasks)] (adaptation: one env per novel task).
+    `round_robin`: every env draws its next task round-robin at each reset (`RoundRobinEnv`), so each
+    task gets the same share of env steps whatever num_envs is (pre-training).
 
     Async workers are spawned, not forked: forking a process that already runs JAX threads can hang.
     """
@@ -212,10 +262,14 @@ def make_vector_env(
     for t in tasks:
         check_task(t)
     n = num_envs or env_cfg.num_envs
-    fns: list[Callable[[], gym.Env]] = [
-        functools.partial(make_env, tasks[i % len(tasks)], int(task_ids[i % len(tasks)]), env_cfg, seed + 7919 * i)
-        for i in range(n)
-    ]
+    if round_robin and len(tasks) > 1:
+        fns: list[Callable[[], gym.Env]] = [
+            functools.partial(RoundRobinEnv, list(tasks), [int(x) for x in task_ids], env_cfg, seed + 7919 * i, i, n)
+            for i in range(n)
+        ]
+    else:
+        fns = [functools.partial(make_env, tasks[i % len(tasks)], int(task_ids[i % len(tasks)]), env_cfg,
+                                 seed + 7919 * i) for i in range(n)]
     mode = gym.vector.AutoresetMode.NEXT_STEP
     if env_cfg.vector == "async" and n > 1:
         return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode, context="spawn")

@@ -1,20 +1,33 @@
-"""Adaptation to novel tasks (MUSE §3.2.1): per task, start from the pre-trained weights and the
-retained pre-training replay, then alternate collect -> replay -> train for N episodes.
+"""Adaptation to novel tasks (MUSE §3.2.1): "adapted to one novel task at a time, starting with
+pre-deployment trained weights, for 20 episodes per task", with the pre-training replay retained.
+
+Per task the protocol is sequential: one env, episode k+1 starts only after episode k ended and the
+training steps it owes (adapt.train_ratio, counted in that task's agent steps) have run; exactly
+`episodes` episodes are collected, none thrown away. Throughput comes from running the *tasks* side
+by side (`adapt.parallel_tasks`, default): the K task learners are stacked on a leading task axis
+(each a copy of the pre-trained state), each task has its own replay (the pre-training episodes,
+shared read-only, plus its own new episodes), and the policy step and the train step are
+`jax.vmap`ped over the task axis in one jitted program, one env per task. With
+`adapt.parallel_tasks: false` (`--one-task-at-a-time`) the same code runs groups of one task.
+Tasks never share data or weights, so the two settings run the same experiment.
 
 MUSE acts with self-regulation (policy mode "muse") and its signal is the competence sum; Dreamer
-acts with its actor (mode "dreamer") and its signal is the critic value. Every step's signal and
-every episode's success / time to success go to OUT/episodes.jsonl; OUT/results.json and the plots
-are written from that file.
+acts with its actor (mode "dreamer") and its signal is the critic value divided by the return scale
+(§3.2.2 "with reward normalization"). Every episode's record in OUT/episodes.jsonl carries its
+per-task env-step counters (`env_step_start`, `env_step_end`) and train-step counters
+(`train_step_start`, `train_step_end`), so the sequencing can be checked from the file.
 
-Exactly-once resume: after each round of episodes a per-task checkpoint
-(OUT/tasks/<task>/checkpoints) stores the adapted weights, the episodes collected on the task and,
-in its meta, the round's episode records; only then are the records appended to episodes.jsonl.
-On restart the checkpoint is restored and any of its records missing from episodes.jsonl are
-appended, so a kill at any point neither loses nor repeats an episode, and finished tasks are skipped.
+Exactly-once resume: whenever episodes finish, one checkpoint per task group (`group_dir`:
+OUT/tasks/<task> for a group of one, OUT/tasks/together-<K>-tasks otherwise) stores the stacked
+adapted states, each task's new episodes and, in its meta, all episode records and counters; only
+then are the records appended to episodes.jsonl. On restart the checkpoint is restored and its
+records missing from episodes.jsonl are appended, so a kill at any point neither loses nor repeats
+an episode, and finished groups are skipped.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,25 +38,43 @@ import numpy as np
 
 from llm_side.harness.files import append_jsonl, atomic_write_json, read_jsonl
 from muse_jax import evaluate
+from muse_jax.competence import agent_steps_per_episode
 from muse_jax.config import Config, ConfigError, from_dict
 from muse_jax.envs.metaworld import check_task, configure_gl, make_vector_env
 from muse_jax.logging import RunLogger
-from muse_jax.loops.collect import Collector, Episode, make_policy
-from muse_jax.loops.pretrain import Trainer, memo_jit, obs_spec, train_steps_due
-from muse_jax.replay import Replay
+from muse_jax.loops.collect import Collector, Episode
+from muse_jax.loops.pretrain import check_finite, memo_jit, obs_spec, train_steps_due
+from muse_jax.replay import Replay, episode_labels
 
 MODES = {"muse": "muse", "dreamer": "dreamer"}
 
 
-def episode_record(agent: str, task: str, index: int, ep: Episode) -> dict[str, Any]:
-    signal = ep.competence_T if agent == "muse" else ep.value_T
-    return {"task": task, "episode": index, "success": ep.success, "time_to_success": ep.time_to_success,
-            "length": ep.length, "score": ep.score, "signal": [round(float(x), 5) for x in signal]}
+def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dict[str, int] | None = None
+                   ) -> dict[str, Any]:
+    """One episodes.jsonl line: outcome, step-wise self-awareness signal, and the sequencing counters."""
+    if agent == "muse":
+        signal = ep.competence_T
+    else:
+        signal = ep.extra_T.get("value_normalized", ep.value_T)
+    rec = {"task": task, "episode": index, "success": ep.success, "time_to_success": ep.time_to_success,
+           "length": ep.length, "score": ep.score, "signal": [round(float(x), 5) for x in signal]}
+    if agent == "muse" and "quantile" in ep.extra_T:
+        rec["quantile"] = [int(x) for x in ep.extra_T["quantile"]]
+    rec.update(counters or {})
+    return rec
 
 
-def load_pretrained(checkpoint: str | Path, overrides: dict[str, Any] | None = None
+def checkpoint_agent(meta: dict[str, Any]) -> str:
+    """The agent kind a pretrain checkpoint was trained as ("muse" for runs from before the field)."""
+    return str(meta.get("agent", meta.get("config", {}).get("agent", "muse")))
+
+
+def load_pretrained(checkpoint: str | Path, overrides: dict[str, Any] | None = None, agent: str | None = None,
                     ) -> tuple[Config, Any, Any, dict[str, np.ndarray] | None, int]:
-    """(cfg, learner, pre-trained state, retained replay arrays, step) from a pretrain run/checkpoint."""
+    """(cfg, learner, pre-trained state, retained replay arrays, step) from a pretrain run/checkpoint.
+
+    With `agent`, refuses a checkpoint pre-trained as the other agent kind, naming the fix.
+    """
     from muse_jax import agent as A
     from muse_jax.checkpoint import Checkpointer, resolve_checkpoint_path
 
@@ -53,7 +84,17 @@ def load_pretrained(checkpoint: str | Path, overrides: dict[str, Any] | None = N
         meta = ck.read_meta(step)
         if "config" not in meta:
             raise ConfigError(f"{directory} was not written by `muse-wm pretrain` (no config in its meta).")
-        cfg = from_dict(meta["config"], overrides or {})
+        kind = checkpoint_agent(meta)
+        if agent is not None and kind != agent:
+            raise ConfigError(
+                f"--agent {agent} needs a checkpoint pre-trained with `muse-wm pretrain --agent {agent}`, but "
+                f"{checkpoint} holds a {kind} agent; pre-train one with --agent {agent} (own --logdir) or "
+                f"adapt this one with --agent {kind}.")
+        overrides = dict(overrides or {})
+        if overrides.get("agent", kind) != kind:
+            raise ConfigError(f"--set agent={overrides['agent']} cannot change the agent kind of a {kind} "
+                              "checkpoint; drop it.")
+        cfg = from_dict(meta["config"], overrides)
         learner = A.create_learner(cfg, obs_spec(cfg), int(meta.get("seed", cfg.train.seed)))
         state, replay, meta = ck.restore(step, state_template=learner.state)
         step = step if step is not None else ck.latest_step()
@@ -76,20 +117,79 @@ def _check_run_file(out: Path, settings: dict[str, Any]) -> None:
         atomic_write_json(path, settings)
 
 
+# ----------------------------------------------------------------------------- task-stacked steps
+
+
+def stack_states(state: Any, k: int) -> Any:
+    """K copies of a learner state on a new leading task axis."""
+    return jax.tree.map(lambda x: jnp.stack([x] * k), state)
+
+
+def make_task_policy(graphdef: Any, mode: str) -> Callable:
+    """jit(vmap(policy_step)) over the task axis, one env per task, in the Collector's calling convention:
+    (state [K..], carry [K..], obs [K..], key, mode) -> (action [K,A], carry [K..], info [K..]).
+
+    The carry looks like any batched carry (env i = task i); inside, each task sees a batch of one."""
+    from muse_jax import agent as A
+
+    one = lambda st, carry, obs, key: A.policy_step(graphdef, st, carry, obs, key, mode)
+    vstep = jax.vmap(one)
+
+    @jax.jit
+    def step(state, carry, obs, key):
+        k = obs["is_first"].shape[0]
+        add = lambda tree: jax.tree.map(lambda x: x[:, None], tree)
+        drop = lambda tree: jax.tree.map(lambda x: x[:, 0], tree)
+        action, carry, info = vstep(state, add(carry), add(obs), jax.random.split(key, k))
+        return action[:, 0], drop(carry), drop(info)
+
+    return lambda state, carry, obs, key, _mode: step(state, carry, obs, key)
+
+
+def make_task_train_step(graphdef: Any) -> Callable:
+    """jit(vmap(train_step)) over the task axis, state donated: (state [K..], batch [K,B,T..], keys [K])."""
+    from muse_jax import agent as A
+
+    return jax.jit(jax.vmap(lambda st, batch, key: A.train_step(graphdef, st, batch, key)), donate_argnums=0)
+
+
+def task_replay(capacity: int, seq_len: int, seed: int, pre: dict[str, np.ndarray] | None) -> Replay:
+    """A task's replay: the pre-training episodes as views of the shared arrays (no copy), room for its own."""
+    replay = Replay(capacity, seq_len, seed)
+    if pre is not None:
+        _add_all(replay, pre)
+    return replay
+
+
+def _add_all(replay: Replay, state: dict[str, np.ndarray]) -> None:
+    lengths = np.asarray(state["episode_lengths"], np.int64)
+    b = np.concatenate([[0], np.cumsum(lengths)])
+    keys = [k for k in state if k not in ("episode_lengths", "meta")]
+    for lo, hi in zip(b[:-1].tolist(), b[1:].tolist(), strict=True):
+        replay.add_episode({k: state[k][lo:hi] for k in keys})
+
+
+def _episodes_state(eps: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    out = {"episode_lengths": np.array([len(e["reward"]) for e in eps], np.int64)}
+    for k in eps[0]:
+        out[k] = np.concatenate([e[k] for e in eps])
+    return out
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
 def adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Sequence[str] | None = None,
           episodes: int | None = None, overrides: dict[str, Any] | None = None,
           stop_after_rounds: int | None = None, echo: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Adapt on each novel task and write OUT/results.json, roc.png, time_to_success.png, table.md.
 
-    `stop_after_rounds` stops early (as a kill would) after that many rounds; returns None then.
+    `stop_after_rounds` stops early (as a kill would) after that many checkpointed rounds; returns None then.
     """
-    from muse_jax import agent as A
-    from muse_jax.checkpoint import Checkpointer
-
     if agent not in MODES:
         raise ValueError(f"--agent {agent!r} is unknown; use one of {list(MODES)}.")
     out = Path(logdir)
-    cfg, learner, pre_state, pre_replay, step = load_pretrained(checkpoint, overrides)
+    cfg, learner, pre_state, pre_replay, step = load_pretrained(checkpoint, overrides, agent)
     tasks = list(tasks or cfg.env.novel_tasks)
     if cfg.env.image:
         configure_gl(cfg.env.render_backend)  # before check_task imports mujoco
@@ -98,85 +198,140 @@ def adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Sequ
     n_eps = int(episodes or cfg.adapt.episodes)
     if n_eps < 1:
         raise ValueError(f"--episodes {n_eps}: adapt at least one episode per task.")
+    parallel = cfg.adapt.parallel_tasks
     _check_run_file(out, {"agent": agent, "checkpoint": str(Path(checkpoint).resolve()), "step": step,
-                          "tasks": tasks, "episodes": n_eps})
+                          "tasks": tasks, "episodes": n_eps, "parallel_tasks": parallel})
     records_path = out / "episodes.jsonl"
-    r = cfg.replay
+    groups = [tasks] if parallel else [[t] for t in tasks]
     logger = RunLogger(out, total=len(tasks) * n_eps, desc=f"adapt {agent}", unit="episode",
                        initial=sum(1 for _ in read_jsonl(records_path)))
-    rounds = 0
+    rounds = [0]
     try:
-        for task in tasks:
-            done = [x for x in read_jsonl(records_path) if x["task"] == task]
-            if len(done) >= n_eps:
+        for gi, group in enumerate(groups):
+            done = defaultdict(int)
+            for x in read_jsonl(records_path):
+                done[x["task"]] += 1
+            if all(done[t] >= n_eps for t in group):
                 continue
-            task_ck = Checkpointer(out / "tasks" / task / "checkpoints", keep=1)
-            replay = Replay(r.capacity, r.seq_len, cfg.train.seed)
-            if pre_replay is not None:
-                replay.load_state_dict(pre_replay)
-            new_eps = Replay(max(r.seq_len, n_eps * (cfg.env.max_episode_steps + 1)), r.seq_len)
-            # a fresh copy per task: the train step donates (invalidates) the state it is given
-            state, records, train_steps = jax.tree.map(jnp.copy, pre_state), [], 0
-            if task_ck.latest_step() is not None:
-                state, saved_new, tmeta = task_ck.restore(state_template=learner.state)
-                records, train_steps = tmeta["records"], tmeta["train_steps"]
-                if saved_new is not None:
-                    new_eps.load_state_dict(saved_new)
-                    for a, b in _episode_bounds(saved_new):
-                        replay.add_episode({k: v[a:b] for k, v in saved_new.items()
-                                            if k not in ("episode_lengths", "meta")})
-                seen = {x["episode"] for x in done}
-                for rec in records:
-                    if rec["episode"] not in seen:
-                        append_jsonl(records_path, rec)
-                        logger.advance(1)
-            trainer = Trainer(cfg, learner.graphdef, state, train_steps, cfg.train.seed + 1000 * (len(done) + 1))
-            n_envs = min(cfg.env.num_envs, n_eps)
-            make_venv = lambda s, task=task, n=n_envs: make_vector_env([task], [0], cfg.env, s, n)
-            policy = memo_jit("policy", learner.graphdef, None, lambda: make_policy(A.policy_step, learner.graphdef))
-            carry = A.initial_carry(learner.graphdef, trainer.state, n_envs)
-            collector = Collector(make_venv, policy, carry, [task], cfg.train.seed + 100 * len(records) + 17)
-            env_steps, n_faults = 0, 0
-            try:
-                while len(records) < n_eps:
-                    finished: list[Episode] = []
-                    while len(finished) < n_envs:
-                        finished += collector.step(trainer.state, MODES[agent])
-                        env_steps += n_envs
-                        trainer.train(replay, train_steps + train_steps_due(env_steps, cfg.adapt.train_ratio,
-                                                                            r.batch_size, r.seq_len))
-                    new_records = []
-                    for ep in finished[: n_eps - len(records)]:
-                        replay.add_episode(ep.data, ep.success_T)
-                        new_eps.add_episode(ep.data, ep.success_T)
-                        new_records.append(episode_record(agent, task, len(records) + len(new_records), ep))
-                    records = records + new_records
-                    task_ck.save(len(records), trainer.state, replay=new_eps.state_dict(),
-                                 meta={"records": records, "train_steps": trainer.train_steps, "task": task})
-                    for rec in new_records:
-                        append_jsonl(records_path, rec)
-                    logger.advance(len(new_records), task=task)
-                    logger.write({"step": trainer.train_steps, "task": task, "episodes_done": len(records),
-                                  "success_rate": float(np.mean([x["success"] for x in new_records])),
-                                  **trainer.last})
-                    for fault in collector.faults[n_faults:]:
-                        append_jsonl(out / "faults.jsonl", {"task": task, "episodes_done": len(records), **fault})
-                    n_faults = len(collector.faults)
-                    rounds += 1
-                    if stop_after_rounds is not None and rounds >= stop_after_rounds:
-                        return None
-            finally:
-                collector.close()
-                task_ck.close()
-            echo(f"{task}: {sum(x['success'] for x in records)}/{len(records)} episodes solved")
+            finished = _adapt_group(cfg, learner, pre_state, pre_replay, agent, group, n_eps, out, gi, logger,
+                                    rounds, stop_after_rounds)
+            if not finished:
+                return None
+            for t in group:
+                recs = [x for x in read_jsonl(records_path) if x["task"] == t]
+                echo(f"{t}: {sum(x['success'] for x in recs)}/{len(recs)} episodes solved")
     finally:
         logger.close()
     all_records = [x for x in read_jsonl(records_path) if x["task"] in tasks]
     return evaluate.write_outputs(out, agent, all_records, cfg.model.competence_quantiles,
-                                  cfg.env.max_episode_steps)
+                                  agent_steps_per_episode(cfg.env))
 
 
-def _episode_bounds(state: dict[str, np.ndarray]) -> list[tuple[int, int]]:
-    lengths = np.asarray(state["episode_lengths"], np.int64)
-    b = np.concatenate([[0], np.cumsum(lengths)])
+def group_dir(out: Path, group: Sequence[str]) -> Path:
+    """Where a task group keeps its checkpoints (adapt.json fixes the grouping of a run)."""
+    return out / "tasks" / (group[0] if len(group) == 1 else f"together-{len(group)}-tasks")
+
+
+def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str, np.ndarray] | None, agent: str,
+                 group: list[str], n_eps: int, out: Path, gi: int, logger: RunLogger, rounds: list[int],
+                 stop_after_rounds: int | None) -> bool:
+    """Adapt the K tasks of `group` side by side; False when stopped by `stop_after_rounds`."""
+    from muse_jax import agent as A
+    from muse_jax.checkpoint import Checkpointer
+
+    K, r, seed = len(group), cfg.replay, cfg.train.seed
+    records_path = out / "episodes.jsonl"
+    ck = Checkpointer(group_dir(out, group) / "checkpoints", keep=1)
+    replays = [task_replay(r.capacity, r.seq_len, seed + 31 * k, pre_replay) for k in range(K)]
+    new_eps: list[list[dict[str, np.ndarray]]] = [[] for _ in range(K)]
+    records: dict[str, list[dict[str, Any]]] = {t: [] for t in group}
+    env_steps, train_steps = 0, 0
+    state = stack_states(pre_state, K)
+    if ck.latest_step() is not None:
+        state, saved, meta = ck.restore(state_template=state)
+        records, env_steps, train_steps = meta["records"], int(meta["env_steps"]), int(meta["train_steps"])
+        for k in range(K):
+            mine = {key.split("_", 1)[1]: v for key, v in (saved or {}).items() if key.split("_", 1)[0] == f"t{k}"}
+            if mine:
+                _add_all(replays[k], mine)
+                new_eps[k] = [{key: mine[key][lo:hi] for key in mine if key != "episode_lengths"}
+                              for lo, hi in _bounds(mine["episode_lengths"])]
+        seen = {(x["task"], x["episode"]) for x in read_jsonl(records_path)}
+        for t in group:
+            for rec in records[t]:
+                if (t, rec["episode"]) not in seen:
+                    append_jsonl(records_path, rec)
+                    logger.advance(1)
+    policy = memo_jit("task_policy", learner.graphdef, MODES[agent],
+                      lambda: make_task_policy(learner.graphdef, MODES[agent]))
+    train_fn = memo_jit("task_train", learner.graphdef, None, lambda: make_task_train_step(learner.graphdef))
+    carry = A.initial_carry(learner.graphdef, pre_state, K)
+    make_venv = lambda s: make_vector_env(group, [0] * K, cfg.env, s, K)
+    n_done = sum(len(v) for v in records.values())
+    collector = Collector(make_venv, policy, carry, list(group), seed + 100 * n_done + 17)
+    key = jax.random.key(seed + 1000 * (gi + 1))
+    # each task's current episode began at the end of its previous one (all tasks run in lockstep)
+    starts = {t: (records[t][-1]["env_step_end"], records[t][-1]["train_step_end"]) if records[t]
+              else (env_steps, train_steps) for t in group}
+    n_faults, last = 0, {}
+    try:
+        while any(len(records[t]) < n_eps for t in group):
+            finished = collector.step(state, MODES[agent])
+            env_steps += 1
+            due = train_steps_due(env_steps, cfg.adapt.train_ratio, r.batch_size, r.seq_len)
+            while train_steps < due and all(rp.can_sample() for rp in replays):
+                samples = [rp.sample(r.batch_size) for rp in replays]  # each task from its own replay
+                batch = {k_: np.stack([b[k_] for b in samples]) for k_ in samples[0]}
+                keys = jax.random.split(jax.random.fold_in(key, train_steps), K)
+                state, metrics = train_fn(state, batch, keys)
+                metrics = jax.device_get(metrics)
+                per_task = [{k_: float(v[k]) for k_, v in metrics.items()} for k in range(K)]
+                for m in per_task:
+                    check_finite(m, train_steps)
+                train_steps += 1
+                last = {k_: float(np.mean([m[k_] for m in per_task])) for k_ in per_task[0]}
+            new = []
+            for ep in finished:
+                t = ep.task
+                k = group.index(t)
+                if len(records[t]) >= n_eps:
+                    continue  # cannot happen with equal-length episodes; never recorded
+                s_env, s_train = starts[t]
+                rec = episode_record(agent, t, len(records[t]), ep, {
+                    "env_step_start": s_env, "env_step_end": env_steps,
+                    "train_step_start": s_train, "train_step_end": train_steps})
+                starts[t] = (env_steps, train_steps)
+                data = {**ep.data, "time_to_success": episode_labels(ep.success_T)}
+                replays[k].add_episode(data)
+                new_eps[k].append(data)
+                records[t] = records[t] + [rec]
+                new.append(rec)
+            if len(collector.faults) > n_faults:  # envs rebuilt, partial episodes dropped: all restart now
+                starts = {t: (env_steps, train_steps) for t in group}
+            for fault in collector.faults[n_faults:]:
+                append_jsonl(out / "faults.jsonl", {"tasks": group, "env_steps": env_steps, **fault})
+            n_faults = len(collector.faults)
+            if not new:
+                continue
+            saved = {f"t{k}_{key_}": v for k in range(K) if new_eps[k]
+                     for key_, v in _episodes_state(new_eps[k]).items()}
+            ck.save(sum(len(v) for v in records.values()), state, replay=saved,
+                    meta={"records": records, "env_steps": env_steps, "train_steps": train_steps, "tasks": group})
+            for rec in new:
+                append_jsonl(records_path, rec)
+            logger.advance(len(new), task=",".join(sorted({x["task"] for x in new})))
+            logger.write({"step": train_steps, "env_steps": env_steps,
+                          "episodes_done": min(len(v) for v in records.values()),
+                          "success_rate": float(np.mean([x["success"] for x in new])), **last})
+            rounds[0] += 1
+            if stop_after_rounds is not None and rounds[0] >= stop_after_rounds:
+                return False
+    finally:
+        collector.close()
+        ck.close()
+    return True
+
+
+def _bounds(lengths: np.ndarray) -> list[tuple[int, int]]:
+    b = np.concatenate([[0], np.cumsum(np.asarray(lengths, np.int64))])
     return list(zip(b[:-1].tolist(), b[1:].tolist(), strict=True))

@@ -24,6 +24,9 @@ import numpy as np
 
 from muse_jax.replay import latent_arrays
 
+EXTRA_INFO_KEYS = ("value_normalized", "quantile")
+"""Per-step policy outputs kept for evaluation when the policy reports them (Episode.extra_T)."""
+
 AGENT_OBS_KEYS = ("image", "proprio", "task_id", "is_first")
 """Observation keys the policy sees (the env also reports `success`, which the agent must not)."""
 
@@ -37,6 +40,8 @@ class Episode:
     success_T: np.ndarray
     competence_T: np.ndarray
     value_T: np.ndarray
+    extra_T: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    """EXTRA_INFO_KEYS the policy reported, per step."""
 
     @property
     def success(self) -> bool:
@@ -66,8 +71,12 @@ class Collector:
     """Steps a gymnasium vector env (NEXT_STEP autoreset) with a batched, jitted policy."""
 
     def __init__(self, make_venv: Callable[[int], Any], policy: Callable, carry: Any, tasks: list[str], seed: int,
-                 *, step_timeout_s: float = 120.0, max_restarts: int = 3) -> None:
+                 *, step_timeout_s: float = 120.0, max_restarts: int = 3,
+                 task_names: dict[int, str] | None = None) -> None:
+        """`task_names` maps the obs task id to the task name (envs that switch task at reset); without
+        it env i runs tasks[i % len(tasks)]."""
         self._make_venv, self.policy, self.carry, self.tasks = make_venv, policy, carry, tasks
+        self.task_names = task_names
         self._seed, self._timeout, self._max_restarts = seed, step_timeout_s, max_restarts
         self.faults: list[dict[str, Any]] = []
         self._restarts_in_a_row = 0
@@ -116,9 +125,12 @@ class Collector:
         action = np.asarray(action, np.float32)
         has_latent = isinstance(self.carry, dict) and "deter" in self.carry and "stoch" in self.carry
         if has_latent:  # the posterior after observing t (a policy without an RSSM stores none)
-            deter, stoch = latent_arrays(self.carry["deter"], self.carry["stoch"])
+            # the posterior after observing t; with Algorithm 1 the carry holds the ascended state instead
+            deter, stoch = latent_arrays(info.get("posterior_deter", self.carry["deter"]),
+                                         info.get("posterior_stoch", self.carry["stoch"]))
         competence = np.asarray(info["competence"], np.float32)
         value = np.asarray(info["value"], np.float32)
+        extra = {k: np.asarray(info[k], np.float32) for k in EXTRA_INFO_KEYS if k in info}
         finished = []
         for i in range(self.num_envs):
             first = bool(obs["is_first"][i])
@@ -131,6 +143,7 @@ class Collector:
                 success=bool(obs["success"][i]),
                 competence=competence[i],
                 value=value[i],
+                **{f"extra/{k}": v[i] for k, v in extra.items()},
             )
             if has_latent:
                 step.update(deter=deter[i], stoch=stoch[i])
@@ -154,16 +167,20 @@ class Collector:
 
     def _finish(self, i: int) -> Episode:
         steps, self._buffers[i] = self._buffers[i], []
-        data = {k: np.stack([s[k] for s in steps]) for k in steps[0] if k not in ("success", "competence", "value")}
+        evals = ("success", "competence", "value")
+        data = {k: np.stack([s[k] for s in steps]) for k in steps[0] if k not in evals and not k.startswith("extra/")}
         data["action"] = data["action"].astype(np.float32)
         data["reward"] = data["reward"].astype(np.float32)
         data["task_id"] = data["task_id"].astype(np.int32)
+        task = self.task_names[int(data["task_id"][0])] if self.task_names else self.tasks[i % len(self.tasks)]
         return Episode(
-            task=self.tasks[i % len(self.tasks)],
+            task=task,
             data=data,
             success_T=np.array([s["success"] for s in steps], bool),
             competence_T=np.array([s["competence"] for s in steps], np.float32),
             value_T=np.array([s["value"] for s in steps], np.float32),
+            extra_T={k.removeprefix("extra/"): np.array([s[k] for s in steps], np.float32)
+                     for k in steps[0] if k.startswith("extra/")},
         )
 
     def close(self) -> None:

@@ -187,10 +187,11 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
              f"{len(replay)} replay steps)")
 
     task_ids = list(range(1, len(cfg.env.tasks) + 1))
-    make_venv = lambda s: make_vector_env(cfg.env.tasks, task_ids, cfg.env, s)
+    make_venv = lambda s: make_vector_env(cfg.env.tasks, task_ids, cfg.env, s, round_robin=True)
     policy = memo_jit("policy", graphdef, None, lambda: make_policy(A.policy_step, graphdef))
     carry = A.initial_carry(graphdef, state, cfg.env.num_envs)
-    collector = Collector(make_venv, policy, carry, list(cfg.env.tasks), seed + counters["env_steps"])
+    collector = Collector(make_venv, policy, carry, list(cfg.env.tasks), seed + counters["env_steps"],
+                          task_names=dict(zip(task_ids, cfg.env.tasks, strict=True)))
     trainer = Trainer(cfg, graphdef, state, counters["train_steps"], seed)
     drop_metrics_after(Path(logdir) / "metrics.jsonl", counters["env_steps"])  # rows logged after the checkpoint
     logger = RunLogger(logdir, total=cfg.train.env_steps, initial=counters["env_steps"], desc="pretrain")
@@ -205,7 +206,8 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
         counters.update(env_steps=env_steps, train_steps=trainer.train_steps)
         # orbax cannot store zero-size arrays: before the first finished episode there is no replay to save
         ckpt.save(env_steps, trainer.state, replay=replay.state_dict() if replay.num_episodes else None,
-                  meta={"config": cfg.to_dict(), "spec": spec_meta(spec), "seed": seed, "counters": dict(counters)})
+                  meta={"config": cfg.to_dict(), "spec": spec_meta(spec), "seed": seed, "counters": dict(counters),
+                        "agent": cfg.agent})
 
     try:
         while env_steps < total:

@@ -1,11 +1,17 @@
-"""(b) Monte-Carlo tree search over policy-sampled actions, valued by predicted competence.
+"""(b) Monte-Carlo tree search "using the self-awareness criterion in place of the Upper Confidence
+Bound formula" (MUSE §3.1.2).
+
+Our reading: the child to descend into is chosen by the self-awareness criterion alone, Q = the mean
+predicted competence (sum of psi_i) backed up through that child's subtree, replacing the whole UCB
+score Q + c * sqrt(N_parent) / (1 + N_child) (not putting competence inside it). Exploration comes from
+the actor: every expansion samples `branching` actions from pi, and a subtree's Q drops when its
+newly expanded leaves predict less success, sending the next simulation elsewhere. The paper gives no
+more detail (the implemented MUSE uses option (c)); `regulation.mcts_c` is therefore unused.
 
 Fixed-size arrays so it jit-compiles: at most 1 + simulations * branching nodes. Each simulation
-descends from the root by argmax of Q + c * sqrt(N_parent) / (1 + N_child), where Q is the mean
-predicted competence of the subtree (competence in place of the usual value in the UCB score),
-expands the leaf with `branching` actions sampled from the actor (one prior step each), values the
-leaf by its best child's competence, and backs that up to the root. The root child with most
-visits (ties broken by Q) gives the action.
+descends by `selection_score`, expands the leaf with `branching` actor actions (one prior step
+each), values the leaf by its best child's competence, and backs that up to the root. The root
+child with the highest criterion Q gives the action.
 """
 
 from __future__ import annotations
@@ -15,6 +21,12 @@ import jax.numpy as jnp
 
 from muse_jax.config import Config
 from muse_jax.nets import feature
+
+
+def selection_score(q_C: jax.Array, visits_parent: jax.Array, visits_C: jax.Array) -> jax.Array:
+    """The self-awareness criterion in place of UCB: the children's backed-up competence, no visit bonus."""
+    del visits_parent, visits_C
+    return q_C
 
 
 def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: Config,
@@ -44,8 +56,7 @@ def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: C
             ch = t["children"][node]
             n = t["visits"][ch]
             q = t["value"][ch] / jnp.maximum(n, 1.0)
-            u = r.mcts_c * jnp.sqrt(t["visits"][node]) / (1.0 + n)
-            return ch[jnp.argmax(q + u)]
+            return ch[jnp.argmax(selection_score(q, t["visits"][node], n))]
 
         return jax.lax.while_loop(cond, body, jnp.int32(0))
 
@@ -86,7 +97,7 @@ def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: C
     root_children = tree["children"][0]
     n = tree["visits"][root_children]
     q = tree["value"][root_children] / jnp.maximum(n, 1.0)
-    best = root_children[jnp.argmax(n + 1e-3 * q)]
+    best = root_children[jnp.argmax(q)]
     return tree["action"][best], {"root_visits": n, "root_q": q, "competence_final": q.max(),
                                   "tree_size": tree["size"]}
 

@@ -24,7 +24,7 @@ def _latest(run: Path) -> Path:
 
 
 def _adapt(run: Path, tmp_path: Path, *sets: str) -> str:
-    args = ["adapt", "--checkpoint", str(run), "--agent", "dreamer", "--tasks", "coffee-button-v3",
+    args = ["adapt", "--checkpoint", str(run), "--agent", "muse", "--tasks", "coffee-button-v3",
             "--episodes", "1", "--logdir", str(tmp_path / "out")]
     for s in sets:
         args += ["--set", s]

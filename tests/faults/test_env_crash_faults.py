@@ -93,7 +93,7 @@ def test_metaworld_env_raising_during_adapt_is_restarted_and_logged(tmp_path: Pa
 
     monkeypatch.setattr(adapt_mod, "make_vector_env", crashing_make)
     out = tmp_path / "adapt"
-    res = adapt_mod.adapt(str(pretrained_run), "dreamer", out, tasks=["coffee-button-v3"], episodes=2,
+    res = adapt_mod.adapt(str(pretrained_run), "muse", out, tasks=["coffee-button-v3"], episodes=2,
                           echo=lambda s: None)
     assert made["n"] == 2
     faults = jsonl_lines(out / "faults.jsonl")

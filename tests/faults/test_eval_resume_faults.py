@@ -27,7 +27,7 @@ def _counts(path: Path) -> collections.Counter:
 @pytest.mark.slow
 def test_adapt_killed_after_checkpoint_resumes_exactly_once(tmp_path: Path, pretrained_run: Path) -> None:
     out, task = tmp_path / "adapt", "coffee-button-v3"
-    cmd = [str(BIN / "muse-wm"), "adapt", "--checkpoint", str(pretrained_run), "--agent", "dreamer",
+    cmd = [str(BIN / "muse-wm"), "adapt", "--checkpoint", str(pretrained_run), "--agent", "muse",
            "--tasks", task, "--episodes", "4", "--logdir", str(out)]
     task_ck = out / "tasks" / task / "checkpoints"
 

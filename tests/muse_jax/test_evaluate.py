@@ -26,13 +26,15 @@ def synthetic() -> list[dict]:
 
 
 def test_muse_scores_match_hand_computation():
-    res = evaluate.summarize("muse", synthetic(), n_quantiles=5)
+    res = evaluate.summarize("muse", synthetic(), n_quantiles=5, max_steps=20)
     # 12 steps; threshold 2.5: success steps all > 2.5 (6 right), failure steps: one 3.0 is wrong
     assert res["sa_accuracy"] == pytest.approx(11 / 12)
     # AUROC: positives {4,4.5,5,3,3,3} vs negatives {1,.5,0,2,3,2}: only the 3-vs-3 ties cost
     assert res["sa_auroc"] == pytest.approx(1 - 0.5 * 3 / 36)
     assert res["success_rate"] == pytest.approx(0.5)
-    assert res["mean_time_to_success"] == pytest.approx(6.0)
+    # §3.2.2 time to completion over all episodes, the two failures entering with L = 20
+    assert res["mean_time_to_success"] == pytest.approx((2 + 20 + 10 + 20) / 4)
+    assert res["mean_time_to_success_solved"] == pytest.approx(6.0)
     assert res["tasks_solved"] == 2
     assert [t["task"] for t in res["tasks"]] == ["a", "b"]
     assert res["tasks"][0]["sa_auroc"] == pytest.approx(1.0)
@@ -40,22 +42,23 @@ def test_muse_scores_match_hand_computation():
 
 def test_dreamer_uses_median_threshold_and_perfect_separation_gives_auroc_one():
     eps = [ep("a", 0, True, [10.0, 11.0], tts=1), ep("a", 1, False, [-1.0, -2.0])]
-    res = evaluate.summarize("dreamer", eps, n_quantiles=5)
+    res = evaluate.summarize("dreamer", eps, n_quantiles=5, max_steps=20)
     assert res["sa_threshold"] == pytest.approx(np.median([10, 11, -1, -2]))
     assert res["sa_accuracy"] == 1.0 and res["sa_auroc"] == 1.0
-    inverted = evaluate.summarize("dreamer", [ep("a", 0, True, [-5.0], 0), ep("a", 1, False, [5.0])], 5)
+    inverted = evaluate.summarize("dreamer", [ep("a", 0, True, [-5.0], 0), ep("a", 1, False, [5.0])], 5, 20)
     assert inverted["sa_auroc"] == 0.0
 
 
 def test_single_class_gives_null_auroc_not_nan():
-    res = evaluate.summarize("muse", [ep("a", 0, False, [1.0, 2.0])], n_quantiles=5)
-    assert res["sa_auroc"] is None and res["mean_time_to_success"] is None
+    res = evaluate.summarize("muse", [ep("a", 0, False, [1.0, 2.0])], n_quantiles=5, max_steps=20)
+    assert res["sa_auroc"] is None and res["mean_time_to_success_solved"] is None
+    assert res["mean_time_to_success"] == 20.0  # the failure enters with L
     json.dumps(res, allow_nan=False)
 
 
 def test_unknown_agent_is_rejected():
     with pytest.raises(ValueError, match="muse"):
-        evaluate.summarize("ppo", synthetic(), 5)
+        evaluate.summarize("ppo", synthetic(), 5, 20)
 
 
 def test_outputs_and_compare(tmp_path):
@@ -73,6 +76,36 @@ def test_outputs_and_compare(tmp_path):
     assert "| MUSE | AUROC |" in (out_a / "table.md").read_text()
     md = evaluate.compare([out_a, out_b], out=tmp_path / "roc_both.png")
     assert "MUSE" in md and "Dreamer-v3" in md and "| a |" in md
+    # Table 1 side by side: one column per agent, then the paper's values
+    assert "| Metric | MUSE | Dreamer-v3 | paper MUSE | paper Dreamer-v3 |" in md
+    acc_row = next(line for line in md.splitlines() if line.startswith("| Accuracy |"))
+    assert acc_row.startswith("| Accuracy | 92% | ") and acc_row.endswith(" | 92% | 39% |")  # MUSE 11/12; paper
+    assert "| Quantile accuracy | n/a | n/a (no quantile head) |" in md
     assert (tmp_path / "roc_both.png").exists()
     with pytest.raises(FileNotFoundError, match="muse-wm adapt"):
         evaluate.compare([tmp_path / "missing"])
+
+
+def test_quantile_classes_and_accuracy():
+    """True class per step from the steps left (L=20, N=5: thresholds 20,16,12,8,4); failure = 0."""
+    np.testing.assert_array_equal(evaluate.true_quantiles(10, 13, 20, 5), [3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5])
+    np.testing.assert_array_equal(evaluate.true_quantiles(-1, 3, 20, 5), [0, 0, 0])
+    eps = [dict(ep("a", 0, True, [5.0, 5.0, 5.0], tts=2), quantile=[5, 5, 4]),
+           dict(ep("a", 1, False, [0.0, 0.0]), quantile=[0, 1])]
+    res = evaluate.summarize("muse", eps, n_quantiles=5, max_steps=20)
+    assert res["sa_quantile_accuracy"] == pytest.approx(3 / 5)
+
+
+def test_muse_outputs_have_quantile_plot_and_row(tmp_path):
+    eps = [dict(e, quantile=[5] * len(e["signal"])) for e in synthetic()]
+    res = evaluate.write_outputs(tmp_path, "muse", eps, n_quantiles=5, max_steps=20)
+    assert res["sa_quantile_accuracy"] is not None
+    assert (tmp_path / "quantiles.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| MUSE | Quantile accuracy |" in (tmp_path / "table.md").read_text()
+
+
+def test_one_outcome_class_is_said_in_words():
+    res = evaluate.summarize("muse", [ep("a", 0, False, [1.0, 2.0]), ep("a", 1, False, [0.0])], 5, 20)
+    md = evaluate.table_markdown([res])
+    assert "| MUSE | Accuracy | 100% (all episodes failed: one outcome class) |" in md
+    assert "| MUSE | AUROC | n/a (all episodes failed: one outcome class) |" in md

@@ -77,3 +77,32 @@ def test_rendered_image_is_upright_and_not_blank():
 def test_bad_task_name_is_explained():
     with pytest.raises(ValueError, match="reach-v3"):
         MetaWorldEnv("reach-v9", 1, image=False)
+
+
+def test_round_robin_pretraining_gives_every_task_an_equal_env_step_share():
+    """4 envs over 3 tasks: the fixed layout gives one task twice the steps; round-robin draws at every
+    reset keep each task's share within one episode at every round and exactly equal after 3 rounds."""
+    cfg = load_config("smoke", {"env.max_episode_steps": 4, "env.num_envs": 4})
+    tasks, ids = ["reach-v3", "push-v3", "window-open-v3"], [1, 2, 3]
+    steps_per_ep = cfg.env.max_episode_steps + 1  # + the autoreset step that shows the first observation
+
+    def shares(round_robin: bool, rounds: int) -> list[np.ndarray]:
+        venv = make_vector_env(tasks, ids, cfg.env, seed=0, num_envs=4, round_robin=round_robin)
+        counts, per_round = np.zeros(4, np.int64), []
+        try:
+            obs, _ = venv.reset(seed=0)
+            for t in range(rounds * steps_per_ep):
+                np.add.at(counts, obs["task_id"], 1)
+                if (t + 1) % steps_per_ep == 0:
+                    per_round.append(counts[1:].copy())
+                obs, *_ = venv.step(np.zeros((4, ACT_DIM), np.float32))
+        finally:
+            venv.close()
+        return per_round
+
+    fixed = shares(False, 1)[-1]
+    assert sorted(fixed.tolist()) == [steps_per_ep, steps_per_ep, 2 * steps_per_ep]  # the old imbalance
+    rr = shares(True, 3)
+    for counts in rr:
+        assert counts.max() - counts.min() <= steps_per_ep, counts
+    assert (rr[-1] == rr[-1][0]).all() and rr[-1].sum() == 3 * 4 * steps_per_ep, rr[-1]

@@ -74,38 +74,85 @@ def test_metrics_lines_are_finite_and_in_range(run):
             assert 0.0 <= x["success_rate"] <= 1.0
 
 
+def check_sequential(records: list[dict], cfg, episodes: int) -> None:
+    """From episodes.jsonl alone: per task, episodes 0..E-1, each started after the previous one ended
+    (per-task env-step counters), with exactly the owed training steps run in between."""
+    r = cfg.replay
+    tasks = list(dict.fromkeys(x["task"] for x in records))
+    for task in tasks:
+        mine = sorted((x for x in records if x["task"] == task), key=lambda x: x["episode"])
+        assert [x["episode"] for x in mine] == list(range(episodes)), (task, [x["episode"] for x in mine])
+        assert mine[0]["env_step_start"] == 0 and mine[0]["train_step_start"] == 0
+        for x in mine:
+            assert x["env_step_end"] - x["env_step_start"] == x["length"]  # one env, steps counted once
+            assert x["train_step_end"] == pre.train_steps_due(x["env_step_end"], cfg.adapt.train_ratio,
+                                                              r.batch_size, r.seq_len)
+            assert x["train_step_end"] > x["train_step_start"]
+        for prev, nxt in zip(mine, mine[1:], strict=False):
+            assert nxt["env_step_start"] == prev["env_step_end"]
+            assert nxt["train_step_start"] == prev["train_step_end"]
+
+
 def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
+    """Two novel tasks side by side (vmapped), 3 sequential episodes each, killed after the first round."""
     logdir = run[0]
     out = tmp_path / "adapt-muse"
-    # num_envs=2 and 3 episodes: a round of 2, then a round of 1; stop after the first round.
-    assert adapt_mod.adapt(logdir, "muse", out, tasks=[TASK], episodes=3, stop_after_rounds=1,
+    tasks = [TASK, "plate-slide-v3"]
+    assert adapt_mod.adapt(logdir, "muse", out, tasks=tasks, episodes=3, stop_after_rounds=1,
                            echo=lambda s: None) is None
-    assert len(list(read_jsonl(out / "episodes.jsonl"))) == 2
+    first = list(read_jsonl(out / "episodes.jsonl"))
+    assert sorted((r["task"], r["episode"]) for r in first) == sorted((t, 0) for t in tasks)
     assert not (out / "results.json").exists()
-    res = adapt_mod.adapt(logdir, "muse", out, tasks=[TASK], episodes=3, echo=lambda s: None)
+    res = adapt_mod.adapt(logdir, "muse", out, tasks=tasks, episodes=3, echo=lambda s: None)
     records = list(read_jsonl(out / "episodes.jsonl"))
-    assert [r["episode"] for r in records] == [0, 1, 2]
+    assert len(records) == 6
+    check_sequential(records, cfg, 3)
     L = cfg.env.max_episode_steps
     for r in records:
-        assert len(r["signal"]) == L + 1
+        assert len(r["signal"]) == L + 1 and len(r["quantile"]) == L + 1
         assert all(0.0 <= s <= cfg.model.competence_quantiles for s in r["signal"])
         assert r["time_to_success"] == -1 or (r["success"] and 0 <= r["time_to_success"] <= L)
     saved = json.loads((out / "results.json").read_text())
     assert saved == json.loads(json.dumps(res))
-    for key in ("agent", "sa_accuracy", "sa_auroc", "success_rate", "mean_time_to_success", "tasks"):
+    for key in ("agent", "sa_accuracy", "sa_auroc", "sa_quantile_accuracy", "success_rate", "mean_time_to_success",
+                "tasks"):
         assert key in saved
-    assert saved["agent"] == "muse" and saved["episodes"] == 3
-    assert saved["tasks"][0]["task"] == TASK and saved["tasks"][0]["episodes"] == 3
-    assert 0.0 <= saved["success_rate"] <= 1.0
+    assert saved["agent"] == "muse" and saved["episodes"] == 6
+    assert [t["task"] for t in saved["tasks"]] == tasks and saved["tasks"][0]["episodes"] == 3
+    assert 0.0 <= saved["success_rate"] <= 1.0 and 0.0 <= saved["sa_quantile_accuracy"] <= 1.0
     assert saved["sa_accuracy"] is not None and 0.0 <= saved["sa_accuracy"] <= 1.0
     assert saved["sa_auroc"] is None or 0.0 <= saved["sa_auroc"] <= 1.0
-    for name in ("roc.png", "time_to_success.png", "table.md"):
+    for name in ("roc.png", "time_to_success.png", "table.md", "quantiles.png"):
         assert (out / name).stat().st_size > 0
     # a finished run restarted does nothing more
-    adapt_mod.adapt(logdir, "muse", out, tasks=[TASK], episodes=3, echo=lambda s: None)
-    assert len(list(read_jsonl(out / "episodes.jsonl"))) == 3
+    adapt_mod.adapt(logdir, "muse", out, tasks=tasks, episodes=3, echo=lambda s: None)
+    assert len(list(read_jsonl(out / "episodes.jsonl"))) == 6
     with pytest.raises(ConfigError, match="other settings"):
-        adapt_mod.adapt(logdir, "dreamer", out, tasks=[TASK], episodes=3, echo=lambda s: None)
+        adapt_mod.adapt(logdir, "muse", out, tasks=tasks, episodes=4, echo=lambda s: None)
+
+
+def test_dreamer_pretrain_has_no_competence_params_and_adapt_refuses_mismatch(run, cfg, tmp_path):
+    dreamer_run = tmp_path / "dreamer"
+    # the random prefill is enough to write a checkpoint of the Dreamer model
+    pre.pretrain(cfg.replace({"agent": "dreamer"}), dreamer_run, stop_at=cfg.train.prefill, echo=lambda s: None)
+    params = {}
+    for path, kind in ((run[0], "muse"), (dreamer_run, "dreamer")):
+        ck = Checkpointer(path / "checkpoints", read_only=True)
+        state, _, meta = ck.restore()
+        ck.close()
+        assert meta["agent"] == kind and meta["config"]["agent"] == kind
+        params[kind] = json.dumps(jax_paths(state))
+    assert "competence_head" in params["muse"] and "competence" not in params["dreamer"]
+    with pytest.raises(ConfigError, match=r"pretrain --agent muse`.*holds a dreamer agent"):
+        adapt_mod.adapt(dreamer_run, "muse", tmp_path / "a", tasks=[TASK], episodes=1, echo=lambda s: None)
+    with pytest.raises(ConfigError, match=r"pretrain --agent dreamer`.*holds a muse agent"):
+        adapt_mod.adapt(run[0], "dreamer", tmp_path / "b", tasks=[TASK], episodes=1, echo=lambda s: None)
+
+
+def jax_paths(tree) -> list[str]:
+    import jax
+
+    return ["/".join(str(k) for k in p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
 
 
 def test_nan_loss_stops_with_name_and_keeps_last_good_checkpoint(run, cfg, tmp_path, monkeypatch):

@@ -50,10 +50,14 @@ def test_compare_prints_side_by_side_and_plots(tmp_path, capsys):
 @pytest.mark.slow
 def test_smoke_pretrain_then_adapt_via_cli(tmp_path, capsys):
     run, out = tmp_path / "run", tmp_path / "adapt"
-    assert main(["pretrain", "--config", "smoke", "--logdir", str(run)]) == 0
+    assert main(["pretrain", "--config", "smoke", "--agent", "dreamer", "--logdir", str(run)]) == 0
     printed = capsys.readouterr().out
     assert "replay needs" in printed and "MB" in printed
     assert (run / "metrics.jsonl").exists() and (run / "checkpoints").is_dir()
+    # a Dreamer checkpoint cannot be adapted as MUSE: one line naming the fix
+    assert main(["adapt", "--checkpoint", str(run), "--agent", "muse", "--logdir", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "muse-wm pretrain --agent muse" in err[0] and "holds a dreamer agent" in err[0], err
     # two tasks: each starts from the pre-trained weights (a donated state must not leak across tasks)
     assert main(["adapt", "--checkpoint", str(run), "--agent", "dreamer", "--tasks", "plate-slide-v3",
                  "coffee-button-v3", "--episodes", "1", "--logdir", str(out)]) == 0
