@@ -16,15 +16,18 @@ nested dict keyed by its tree path, so the layout does not depend on flax's pytr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
 import os
 import shutil
+import sys
+import tempfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import jax
 import numpy as np
@@ -263,6 +266,41 @@ def _os_error_in(e: BaseException) -> OSError | None:
     return None
 
 
+_HELD_STDERR: list[TextIO] = []
+
+
+@contextlib.contextmanager
+def _stderr_kept_on_success() -> Iterator[None]:
+    """Hold back what is written to fd 2 (orbax's absl logs, tracebacks printed by tensorstore's
+    threads) and pass it on if the block succeeds. If it fails, fd 2 STAYS held: orbax's worker
+    threads keep logging the failure after `save` has raised, so the caller reports it as one line
+    on `user_stderr()` and the threads' output goes nowhere."""
+    try:
+        sys.stderr.flush()
+        saved, tmp = os.dup(2), tempfile.TemporaryFile()
+    except OSError:  # no fd or no temp space: let the output through
+        yield
+        return
+    os.dup2(tmp.fileno(), 2)
+    try:
+        yield
+    except BaseException:
+        _HELD_STDERR.append(os.fdopen(saved, "w"))
+        raise
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(saved)
+    tmp.seek(0)
+    if data := tmp.read():
+        os.write(2, data)
+    tmp.close()
+
+
+def user_stderr() -> TextIO:
+    """Where a one-line report goes: the real stderr, even while a failed save holds fd 2."""
+    return _HELD_STDERR[0] if _HELD_STDERR else sys.stderr
+
+
 def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -321,8 +359,9 @@ class Checkpointer:
         if partial:
             items["partial"] = ocp.args.StandardSave({k: np.asarray(v) for k, v in partial.items()})
         try:
-            self._manager.save(int(step), args=ocp.args.Composite(**items), force=True)
-            self._manager.wait_until_finished()
+            with _stderr_kept_on_success():
+                self._manager.save(int(step), args=ocp.args.Composite(**items), force=True)
+                self._manager.wait_until_finished()
         except Exception as e:  # noqa: BLE001 - orbax wraps OS errors in many types; one message instead
             os_error = _os_error_in(e)
             if os_error is None:

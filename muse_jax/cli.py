@@ -155,7 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(table_markdown([res]), end="")
         return 0
     except CheckpointWriteError as e:
-        print(f"muse-wm: stopped: {e}", file=sys.stderr)
+        from muse_jax.checkpoint import user_stderr
+
+        print(f"muse-wm: stopped: {e}", file=user_stderr(), flush=True)
         return 1
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
         print(f"muse-wm: error: {e}", file=sys.stderr)
