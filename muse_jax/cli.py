@@ -53,24 +53,11 @@ class UsageError(ValueError):
 
 def check_logdir(path: str, flag: str = "--logdir") -> None:
     """An output folder must be a folder we can write: checked before any work, without creating it."""
-    p = Path(path).expanduser().absolute()
-    if p.exists() and not p.is_dir():
-        raise UsageError(f"{flag} {p} is an existing file, not a folder; give a folder (new or from an earlier run).")
-    probe = p
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise UsageError(f"{flag} {p}: {probe} is a file, not a folder; give a folder path.")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        why = "is on a read-only file system" if _read_only_fs(probe) else "is not writable by you"
-        raise UsageError(f"{flag} {p}: {probe} {why}; give a --logdir on a writable disk.")
+    from llm_side.harness.files import output_dir_problem
 
-
-def _read_only_fs(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
+    problem = output_dir_problem(path)
+    if problem:
+        raise UsageError(f"{flag} {problem}.")
 
 
 def check_adapt_model_keys(checkpoint: str, overrides: dict[str, Any]) -> None:
