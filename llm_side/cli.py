@@ -353,6 +353,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `muse-llm tasks ... | head`: the reader left; exit quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        print(f"muse-llm {args.command}: stopped: interrupted; finished episodes are kept, rerun the same command "
+              "to resume", file=sys.stderr)
+        return 130
     except (UsageError, ValueError, OSError, RuntimeError) as exc:
         if os.environ.get("MUSE_LLM_DEBUG"):
             raise

@@ -511,6 +511,9 @@ def resolve_checkpoint_path(path: str | os.PathLike) -> tuple[Path, int | None]:
     if not p.exists():
         raise CheckpointNotFoundError(f"checkpoint path {p} does not exist; give a run logdir, its "
                                       f"{CHECKPOINTS_DIR}/ folder or one step folder.")
+    if not p.is_dir():
+        raise CheckpointNotFoundError(f"checkpoint path {p} is a file; give a run logdir, its {CHECKPOINTS_DIR}/ "
+                                      "folder or one step folder.")
     if (p / CHECKPOINTS_DIR).is_dir():
         return p / CHECKPOINTS_DIR, None
     if p.name.isdigit() and (p / "meta").exists():

@@ -90,6 +90,26 @@ def check_adapt_model_keys(checkpoint: str, overrides: dict[str, Any]) -> None:
             "builds the model from the checkpoint's config: drop the --set model.* flags.")
 
 
+def check_results_files(runs: Sequence[str]) -> None:
+    """Each adapt output's results.json, where present, must be JSON (named if it is not)."""
+    import json
+
+    for run in runs:
+        path = Path(run) / "results.json"
+        if path.is_file():
+            try:
+                json.loads(path.read_bytes())
+            except (ValueError, UnicodeDecodeError) as e:
+                raise UsageError(f"{path} is not valid JSON ({e}); rerun `muse-wm adapt ... --logdir {run}` "
+                                 "to rewrite it.") from None
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.errno and e.filename:
+        return f"cannot use {e.filename}: {os.strerror(e.errno)}."
+    return " ".join(str(e).split())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from muse_jax.config import ConfigError, load_config, parse_overrides
@@ -103,12 +123,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "compare":
             from muse_jax.evaluate import compare
 
+            if args.out:
+                check_logdir(str(Path(args.out).parent), "--out")
+            check_results_files(args.runs)
             print(compare(args.runs, args.out), end="")
             return 0
         from muse_jax.checkpoint import CheckpointError
         from muse_jax.loops.pretrain import NonFiniteLossError
-    except (ConfigError, FileNotFoundError) as e:
-        print(f"muse-wm: error: {e}", file=sys.stderr)
+    except (ConfigError, ValueError, OSError) as e:  # FileNotFoundError and a results.json that is not JSON too
+        print(f"muse-wm: error: {_one_line(e)}", file=sys.stderr)
         return 2
     from muse_jax.checkpoint import CheckpointWriteError
 
@@ -152,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NonFiniteLossError as e:
         print(f"muse-wm: stopped: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("muse-wm: stopped: interrupted; finished episodes and checkpoints are kept, rerun the same command "
+              "to resume.", file=sys.stderr)
+        return 130
     except OSError as e:  # a disk that filled up or turned read-only mid-run: finished data is kept
         where = f" {e.filename}" if e.filename else ""
         what = os.strerror(e.errno) if e.errno else str(e)
