@@ -267,12 +267,16 @@ def _os_error_in(e: BaseException) -> OSError | None:
 
 
 _HELD_STDERR: list[TextIO] = []
+HOLD_STDERR_AFTER_FAILED_SAVE = False
+"""Set by the `muse-wm` CLI, which reports a failed save as one line: fd 2 then stays held (see below).
+Library callers keep their stderr back after a failed save."""
 
 
 @contextlib.contextmanager
 def _stderr_kept_on_success() -> Iterator[None]:
     """Hold back what is written to fd 2 (orbax's absl logs, tracebacks printed by tensorstore's
-    threads) and pass it on if the block succeeds. If it fails, fd 2 STAYS held: orbax's worker
+    threads) and pass it on if the block succeeds. If it fails under the CLI
+    (HOLD_STDERR_AFTER_FAILED_SAVE), fd 2 STAYS held: orbax's worker
     threads keep logging the failure after `save` has raised, so the caller reports it as one line
     on `user_stderr()` and the threads' output goes nowhere."""
     try:
@@ -285,7 +289,13 @@ def _stderr_kept_on_success() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        _HELD_STDERR.append(os.fdopen(saved, "w"))
+        if HOLD_STDERR_AFTER_FAILED_SAVE:
+            _HELD_STDERR.append(os.fdopen(saved, "w"))
+        else:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.close()
         raise
     sys.stderr.flush()
     os.dup2(saved, 2)

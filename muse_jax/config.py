@@ -500,6 +500,21 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
     raise ConfigError(f"config '{name_or_path}' not found; give a YAML path or one of {names}.")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' is given twice (first on line {seen[key] + 1})", key_node.start_mark)
+            if isinstance(key, typing.Hashable):
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """The top-level mapping of a YAML config file, or ConfigError naming the file and what is wrong
     (unreadable, not UTF-8 text, a syntax error with its line and column, empty, not a mapping)."""
@@ -515,7 +530,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config {path} is not a UTF-8 text file (byte {e.start} is 0x{raw[e.start]:02x}); "
                           "give a YAML file.") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         raise ConfigError(f"config {path} is not valid YAML: {_yaml_problem(e)}.") from None
     if data is None:

@@ -80,6 +80,10 @@ def record_problem(record: Any) -> str | None:
         value = record[key]
         if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
             return f"not an episode record ('{key}' is {value!r})"
+    competence = record.get("competence")
+    if competence is not None and not (isinstance(competence, list) and all(
+            c is None or (isinstance(c, int | float) and not isinstance(c, bool)) for c in competence)):
+        return f"not an episode record ('competence' is {competence!r}, not a list of numbers)"
     return None
 
 

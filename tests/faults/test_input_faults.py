@@ -41,6 +41,9 @@ YAML_FILES = {
     "latin-1": ("name: café\n".encode("latin-1"), ["not a UTF-8 text file"]),
     "empty": (b"", ["is empty", "smoke"]),
     "only-comments": (b"# settings come later\n", ["is empty"]),
+    "duplicate-key": (b"name: x\nmodel: {size: nano}\nmodel: {deter: 64}\n", ["'model' is given twice",
+                                                                            "line 3, column 1"]),
+    "folder": (None, ["is a folder"]),
 }
 
 
@@ -49,12 +52,15 @@ YAML_FILES = {
 def test_bad_config_file_is_named_with_line_and_column(tmp_path: Path, case: str) -> None:
     data, words = YAML_FILES[case]
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_bytes(data)
+    if data is None:
+        cfg.mkdir()
+    else:
+        cfg.write_bytes(data)
     err, logdir = _pretrain_error(tmp_path, str(cfg))
     assert str(cfg) in err, err
     for w in words:
         assert w in err, (w, err)
-    assert cfg.read_bytes() == data
+    assert data is None or cfg.read_bytes() == data
     assert not logdir.exists(), "work started on a bad config"
 
 
@@ -149,6 +155,28 @@ def test_adapt_model_key_that_disagrees_with_checkpoint(tmp_path: Path, pretrain
     assert not out.exists() or not any(out.rglob("*"))
 
 
+@pytest.mark.slow
+def test_adapt_checkpoint_that_is_a_file(tmp_path: Path) -> None:
+    ck = tmp_path / "model.ckpt"
+    ck.write_bytes(b"\x00" * 64)
+    proc = cli("muse-wm", "adapt", "--checkpoint", str(ck), "--agent", "muse", "--logdir", str(tmp_path / "o"))
+    assert proc.returncode == 2
+    err = error_line(proc.stderr, "muse-wm")
+    assert str(ck) in err and "is a file" in err, err
+
+
+@pytest.mark.slow
+def test_compare_names_a_results_file_that_is_not_json(tmp_path: Path) -> None:
+    run = tmp_path / "adapt"
+    run.mkdir()
+    (run / "results.json").write_text('{"agent": "muse", ')
+    proc = cli("muse-wm", "compare", str(run))
+    assert proc.returncode == 2
+    err = error_line(proc.stderr, "muse-wm")
+    assert str(run / "results.json") in err and "not valid JSON" in err, err
+    assert (run / "results.json").read_text() == '{"agent": "muse", '
+
+
 # --------------------------------------------------------------------------------------------------
 # muse-llm
 
@@ -230,7 +258,9 @@ def test_llm_bad_config_file(tmp_path: Path, data: bytes, words: list[str]) -> N
         assert w in err, (w, err)
 
 
-NOT_RECORDS = ["42", '{"foo": 1}', '"text"', "[1, 2]", '{"env": "minecraft", "task": "mine_log"}', "{broken"]
+NOT_RECORDS = ["42", '{"foo": 1}', '"text"', "[1, 2]", '{"env": "minecraft", "task": "mine_log"}', "{broken",
+               '{"env": "minecraft", "task": "t", "agent": "a", "episode": 9, "success": true, "steps": 1, '
+               '"competence": "high"}']
 
 
 def _records_with_junk(folder: Path) -> list[dict]:

@@ -304,3 +304,39 @@ def test_disk_full_during_checkpoint_stops_with_one_line_and_keeps_the_last_step
     verify_integrity(keep / "run" / "checkpoints" / "50")  # the kept step is intact
     assert not [p for p in (keep / "run" / "checkpoints").iterdir() if "tmp" in p.name], "half-written step left"
     jsonl_lines(keep / "run" / "metrics.jsonl")  # every line parses
+
+
+def test_partial_episodes_round_trip_whatever_keys_they_have() -> None:
+    """The unfinished episodes saved with a checkpoint keep every key a step has (e.g. latents a
+    replay may store), with time-to-success labels from the steps so far, and go into a Replay."""
+    from muse_jax.loops.collect import Episode
+    from muse_jax.loops.pretrain import partial_state, split_episodes
+    from muse_jax.replay import Replay
+
+    rng = np.random.default_rng(0)
+
+    def episode(T: int, success_at: int | None) -> Episode:
+        data = {"proprio": rng.normal(size=(T, 5)).astype(np.float32), "latent": rng.normal(size=(T, 3, 2)),
+                "action": rng.normal(size=(T, 4)).astype(np.float32), "reward": np.zeros(T, np.float32),
+                "is_first": np.eye(1, T, dtype=bool)[0], "is_terminal": np.zeros(T, bool),
+                "task_id": np.ones(T, np.int32)}
+        success = np.zeros(T, bool)
+        if success_at is not None:
+            success[success_at:] = True
+        return Episode("reach-v3", data, success, np.zeros(T, np.float32), np.zeros(T, np.float32))
+
+    eps = [episode(7, None), None, episode(4, 2)]
+    state = partial_state(eps)
+    assert state is not None and list(state["episode_lengths"]) == [7, 4]
+    back = split_episodes(state)
+    assert len(back) == 2
+    for got, want in zip(back, [eps[0], eps[2]], strict=True):
+        for k, v in want.data.items():
+            np.testing.assert_array_equal(got[k], v)
+    np.testing.assert_array_equal(back[0]["time_to_success"], -np.ones(7))
+    np.testing.assert_array_equal(back[1]["time_to_success"], [2, 1, 0, 0])
+    replay = Replay(100, 2)
+    for ep in back:
+        replay.add_episode(ep)
+    assert len(replay) == 11 and replay.sample(3)["latent"].shape == (3, 2, 3, 2)
+    assert partial_state([None, None]) is None
