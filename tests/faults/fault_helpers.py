@@ -6,6 +6,7 @@ at the process boundary; an in-process call would hide exactly what a user meets
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -89,13 +90,14 @@ def kill_when(cmd: Sequence[str], ready: Callable[[], bool], *, log: Path, timeo
             proc.wait()
 
 
+@functools.cache
 def can_mount_private_fs() -> bool:
     """A user+mount namespace with a tmpfs (Linux `unshare -rm`): how the suite makes a full or
     read-only disk without touching the machine's own file systems."""
     if not shutil.which("unshare") or not shutil.which("mount"):
         return False
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs $d"],
-                           capture_output=True, timeout=30)
+    script = "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs $d && umount $d && rmdir $d"
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, timeout=30)
     return probe.returncode == 0
 
 
