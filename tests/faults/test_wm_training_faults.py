@@ -95,8 +95,9 @@ def test_pretrain_killed_repeatedly_resumes_to_uninterrupted_counters(tmp_path: 
     ref_ck = pretrained_run / "checkpoints"
     ref, got = _meta(ref_ck, _steps(ref_ck)[-1])["counters"], _meta(ckdir, _steps(ckdir)[-1])["counters"]
     assert (got["env_steps"], got["train_steps"]) == (ref["env_steps"], ref["train_steps"]), (got, ref)
-    # Episodes still running at a kill are not in any checkpoint (their env state is not saved), so a
-    # killed run may finish fewer episodes: at most one per env per kill.
+    # Episodes still running at a checkpoint are saved with it and, after a kill, added to the replay cut
+    # there (the simulator state is not saved), so a killed run finishes fewer episodes: at most one per
+    # env per kill (the steps themselves are kept: see test_kills_right_after_checkpoints_lose_no_env_step).
     num_envs = 2
     assert ref["episodes"] - kills * num_envs <= got["episodes"] <= ref["episodes"], (got, ref)
 
