@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -327,8 +328,10 @@ class Checkpointer:
             raise ValueError(f"Checkpointer keep={keep}: keep at least 1 checkpoint "
                              "(train.keep_checkpoints).")
         self.directory = Path(directory).resolve()
+        # cleanup_tmp_directories: a write cut short (kill, full disk) leaves a tmp folder; the next start removes it
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
-                                               enable_async_checkpointing=False)
+                                               enable_async_checkpointing=False,
+                                               cleanup_tmp_directories=not read_only)
         self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=_ITEMS)
         if not read_only and jax.process_index() == 0:
             self._roll_forward()
@@ -390,8 +393,13 @@ class Checkpointer:
 
     def _write_failure(self, step: int, error: OSError) -> str:
         """Clean the half-written step (so its space comes back) and describe what is kept and what to free."""
-        for p in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
-            shutil.rmtree(p, ignore_errors=True)
+        for _ in range(20):  # orbax's worker threads may still be writing into it for a moment
+            left = list(self.directory.glob(f"{step}.orbax-checkpoint-tmp*"))
+            if not left:
+                break
+            for p in left:
+                shutil.rmtree(p, ignore_errors=True)
+            time.sleep(0.1)
         kept = [s for s in self.all_steps() if s != step]
         last = kept[-1] if kept else None
         need = _tree_bytes(self.step_dir(last)) if last is not None else 0
