@@ -198,6 +198,19 @@ def test_llm_run_out_that_is_a_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_llm_run_out_on_read_only_file_system(tmp_path: Path) -> None:
+    if not can_mount_private_fs():
+        pytest.skip("no user+mount namespaces here (unshare -rm)")
+    out = tmp_path / "ro" / "run"
+    proc = cli_on_small_fs("ro", tmp_path / "ro", tmp_path / "keep", "muse-llm", "run", "--env", "minecraft",
+                           "--agent", "react", "--model", "smollm2", "--tasks", "mine_log", "--out", str(out),
+                           "--no-progress", timeout=180)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    err = error_line(proc.stderr, "muse-llm")
+    assert str(out) in err and "read-only file system" in err, err
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(("opt", "words"), [
     ("max_steps=abc", ["max_steps", "must be an integer", "abc"]),
     ("max_steps=0", ["max_steps", ">= 1"]),
