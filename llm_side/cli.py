@@ -84,7 +84,56 @@ def resolve(kind: str, name: str) -> Callable[..., Any]:
         ) from None
 
 
+def check_env_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """`--env-opt` values converted to their declared types (registry.ENV_OPTIONS), or a UsageError
+    naming the option, the expected type and the value given."""
+    spec = registry.ENV_OPTIONS.get(name, {})
+    out = dict(options)
+    for key, value in options.items():
+        if key not in spec:
+            continue
+        tp, low = spec[key]
+        out[key] = _typed_option(name, key, value, tp, low)
+    return out
+
+
+def _typed_option(env: str, key: str, value: Any, tp: type, low: float | None) -> Any:
+    where = f"--env-opt {key}={value}: {env} option '{key}'"
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise UsageError(f"{where} must be true or false")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"{where} must be an integer" + (f" >= {low:g}" if low is not None else ""))
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise UsageError(f"{where} must be a number" + (f" > {low:g}" if low is not None else ""))
+        value = float(value)
+        if low is not None and value <= low:
+            raise UsageError(f"{where} must be a number > {low:g}")
+        return value
+    elif tp is str:
+        return "" if value is None else str(value)
+    if low is not None and value < low:
+        raise UsageError(f"{where} must be an integer >= {low:g}")
+    return value
+
+
+def check_pair(env_name: str, agent_name: str) -> None:
+    """Refuse a registered agent on a registered env it does not run on (README's env/agent table)."""
+    if env_name in registry.ENVS and agent_name in registry.AGENTS:
+        envs = registry.agent_envs(agent_name)
+        if env_name not in envs:
+            fits = sorted(a for a in registry.AGENTS if env_name in registry.agent_envs(a))
+            raise UsageError(f"agent '{agent_name}' runs on env {' / '.join(envs)}, not '{env_name}'; "
+                             f"agents for {env_name}: {', '.join(fits)}")
+
+
 def make_env(name: str, options: dict[str, Any]) -> Any:
+    options = check_env_options(name, options)
     factory = resolve("env", name)
     try:
         return factory(**options)
@@ -122,7 +171,16 @@ def load_config(path: str | None) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"config file {p} not found")
-    data = yaml.safe_load(p.read_text()) or {}
+    try:
+        data = yaml.safe_load(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise UsageError(f"config file {p} is not UTF-8 text (byte {e.start}); give a YAML file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise UsageError(f"config file {p} is not valid YAML: {getattr(e, 'problem', None) or e}{where}") from None
+    if data is None:
+        raise UsageError(f"config file {p} is empty; give the run settings ({', '.join(RUN_KEYS)}) or drop --config")
     if not isinstance(data, dict):
         raise UsageError(f"{p} must hold a mapping of run settings")
     unknown = sorted(set(data) - set(RUN_KEYS))
@@ -162,6 +220,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run needs --env and --agent (or a --config that sets them)")
     if args.split and args.tasks:
         raise UsageError("give --split or --tasks, not both")
+    from llm_side.harness.files import output_dir_problem
+
+    problem = output_dir_problem(args.out)
+    if problem:
+        raise UsageError(f"--out {problem}")
+    check_pair(env_name, agent_name)
     env_opts = {**(cfg.get("env_opt") or {}), **parse_options(args.env_opt, "--env-opt")}
     agent_opts = {**(cfg.get("agent_opt") or {}), **parse_options(args.agent_opt, "--agent-opt")}
     seed, episodes = int(get("seed", 0)), int(get("episodes", 1))
@@ -289,9 +353,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `muse-llm tasks ... | head`: the reader left; exit quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (UsageError, ValueError, FileNotFoundError, RuntimeError) as exc:
+    except KeyboardInterrupt:
+        print(f"muse-llm {args.command}: stopped: interrupted; finished episodes are kept, rerun the same command "
+              "to resume", file=sys.stderr)
+        return 130
+    except (UsageError, ValueError, OSError, RuntimeError) as exc:
         if os.environ.get("MUSE_LLM_DEBUG"):
             raise
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and exc.errno:
+            where = f" {exc.filename}" if exc.filename else ""
+            exc = f"cannot write{where}: {os.strerror(exc.errno)}; records written so far are kept"
         print(f"muse-llm {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

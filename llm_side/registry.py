@@ -31,6 +31,30 @@ AGENTS: dict[str, str] = {
 }
 
 
+ENV_OPTIONS: dict[str, dict[str, tuple[type, float | None]]] = {
+    "alfworld": {"data": (str, None), "split": (str, None), "cache_games": (int, 0), "max_steps": (int, 1),
+                 "expert": (bool, None), "shots": (int, 0)},
+    "scienceworld": {"split": (str, None), "variations_per_task": (int, 1), "simplifications": (str, None),
+                     "step_timeout_s": (float, 0), "jar_path": (str, None)},
+    "minecraft": {"hazards": (bool, None), "max_steps": (int, 1)},
+    "plancraft": {"split": (str, None), "max_steps": (int, 1), "resolution": (str, None)},
+}
+"""`--env-opt` types and smallest values, checked by the CLI before the env is built (an option not
+listed here is passed through and the env's factory judges it)."""
+
+AGENT_ENVS: dict[str, tuple[str, ...]] = {
+    "metagent-p": ("minecraft", "plancraft"),
+    "deps": ("minecraft", "plancraft"),
+}
+"""Agents that run on some envs only. The others (react, reflexion, muse, refrea, cot, saycan) are
+env-generic: their prompts come from the env (`react_examples`, `instructions`), so they run on every env."""
+
+
+def agent_envs(agent: str) -> tuple[str, ...]:
+    """The registered envs `agent` runs on."""
+    return AGENT_ENVS.get(agent, tuple(ENVS))
+
+
 def _load(table: dict[str, str], kind: str, name: str) -> Callable[..., Any]:
     if name not in table:
         raise ValueError(f"unknown {kind} '{name}'; choose one of: {', '.join(sorted(table))}.")

@@ -16,13 +16,19 @@ nested dict keyed by its tree path, so the layout does not depend on flax's pytr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import json
 import os
+import shutil
+import sys
+import tempfile
+import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import jax
 import numpy as np
@@ -32,7 +38,9 @@ from llm_side.harness.files import atomic_write_json
 
 INTEGRITY_FILE = "muse_files.json"
 CHECKPOINTS_DIR = "checkpoints"
-_ITEMS = ("state", "replay", "meta", "manifest")
+_ITEMS = ("state", "replay", "meta", "manifest", "partial")
+"""`partial`: the unfinished episodes of each env at save time (pre-training stores them so a resume
+loses no env step taken before the checkpoint; see loops/pretrain.py)."""
 
 
 class CheckpointError(RuntimeError):
@@ -49,6 +57,10 @@ class CheckpointCorruptError(CheckpointError):
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """No finished checkpoint where one was expected."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint could not be written (disk full, read-only); the previous one is intact."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -194,6 +206,27 @@ def write_integrity(step_dir: Path) -> None:
     atomic_write_json(step_dir / INTEGRITY_FILE, {"files": _list_files(step_dir)})
 
 
+def earlier_steps(step_dir: Path) -> list[int]:
+    """Finished checkpoint steps older than `step_dir` in the same folder (newest last)."""
+    try:
+        here = int(step_dir.name)
+        return sorted(int(p.name) for p in step_dir.parent.iterdir() if p.name.isdigit() and int(p.name) < here)
+    except (ValueError, OSError):
+        return []
+
+
+def corrupt_fix(step_dir: Path) -> str:
+    """What to type to get going again after checkpoint `step_dir` turned out damaged."""
+    older = earlier_steps(step_dir)
+    if not older:
+        return (f"delete {step_dir} and rerun the same command (there is no earlier checkpoint: "
+                "pretrain starts over)")
+    prev = older[-1]
+    prev_dir = step_dir.parent / str(prev)
+    return (f"delete {step_dir} and rerun the same command to resume from step {prev}, or keep it and resume from "
+            f"step {prev} with `muse-wm pretrain ... --from-step {prev}` (adapt: --checkpoint {prev_dir})")
+
+
 def verify_integrity(step_dir: Path) -> None:
     """Raise CheckpointCorruptError naming the first missing, truncated or damaged file."""
     record = step_dir / INTEGRITY_FILE
@@ -203,8 +236,8 @@ def verify_integrity(step_dir: Path) -> None:
         files = json.loads(record.read_text())["files"]
     except (json.JSONDecodeError, KeyError) as e:
         raise CheckpointCorruptError(f"checkpoint file {record} is damaged ({e}); "
-                                     f"delete {step_dir}.") from None
-    fix = f"delete {step_dir} and resume from an earlier step (restore(step=...))"
+                                     f"{corrupt_fix(step_dir)}.") from None
+    fix = corrupt_fix(step_dir)
     for rel, want in files.items():
         path = step_dir / rel
         if not path.exists():
@@ -216,6 +249,71 @@ def verify_integrity(step_dir: Path) -> None:
                 f"expected {want['size']}; {fix}.")
         if _crc32(path) != want["crc32"]:
             raise CheckpointCorruptError(f"checkpoint file {path} is corrupt (CRC32 mismatch); {fix}.")
+
+
+def _os_error_in(e: BaseException) -> OSError | None:
+    """The OSError behind an exception orbax/tensorstore raised (chained, or only in the message)."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno:
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    text = str(e)
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO):
+        if os.strerror(code) in text:
+            return OSError(code, os.strerror(code))
+    return None
+
+
+_HELD_STDERR: list[TextIO] = []
+HOLD_STDERR_AFTER_FAILED_SAVE = False
+"""Set by the `muse-wm` CLI, which reports a failed save as one line: fd 2 then stays held (see below).
+Library callers keep their stderr back after a failed save."""
+
+
+@contextlib.contextmanager
+def _stderr_kept_on_success() -> Iterator[None]:
+    """Hold back what is written to fd 2 (orbax's absl logs, tracebacks printed by tensorstore's
+    threads) and pass it on if the block succeeds. If it fails under the CLI
+    (HOLD_STDERR_AFTER_FAILED_SAVE), fd 2 STAYS held: orbax's worker
+    threads keep logging the failure after `save` has raised, so the caller reports it as one line
+    on `user_stderr()` and the threads' output goes nowhere."""
+    try:
+        sys.stderr.flush()
+        saved, tmp = os.dup(2), tempfile.TemporaryFile()
+    except OSError:  # no fd or no temp space: let the output through
+        yield
+        return
+    os.dup2(tmp.fileno(), 2)
+    try:
+        yield
+    except BaseException:
+        if HOLD_STDERR_AFTER_FAILED_SAVE:
+            _HELD_STDERR.append(os.fdopen(saved, "w"))
+        else:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.close()
+        raise
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(saved)
+    tmp.seek(0)
+    if data := tmp.read():
+        os.write(2, data)
+    tmp.close()
+
+
+def user_stderr() -> TextIO:
+    """Where a one-line report goes: the real stderr, even while a failed save holds fd 2."""
+    return _HELD_STDERR[0] if _HELD_STDERR else sys.stderr
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -230,8 +328,10 @@ class Checkpointer:
             raise ValueError(f"Checkpointer keep={keep}: keep at least 1 checkpoint "
                              "(train.keep_checkpoints).")
         self.directory = Path(directory).resolve()
+        # cleanup_tmp_directories: a write cut short (kill, full disk) leaves a tmp folder; the next start removes it
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
-                                               enable_async_checkpointing=False)
+                                               enable_async_checkpointing=False,
+                                               cleanup_tmp_directories=not read_only)
         self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=_ITEMS)
         if not read_only and jax.process_index() == 0:
             self._roll_forward()
@@ -248,8 +348,12 @@ class Checkpointer:
                 write_integrity(step_dir)
 
     def save(self, step: int, state: Any, *, replay: Mapping[str, np.ndarray] | None = None,
-             meta: Mapping[str, Any] | None = None) -> Path:
-        """Write one checkpoint and return its folder. Returns only when it is complete on disk."""
+             meta: Mapping[str, Any] | None = None, partial: Mapping[str, np.ndarray] | None = None) -> Path:
+        """Write one checkpoint and return its folder. Returns only when it is complete on disk.
+
+        A write that fails (disk full, read-only, I/O error) removes its half-written folder and raises
+        CheckpointWriteError naming the step kept and the space to free; earlier steps are untouched.
+        """
         meta = dict(meta or {})
         try:
             json.dumps(meta)
@@ -260,19 +364,60 @@ class Checkpointer:
             "state": ocp.args.StandardSave(_nest(state)),
             "meta": ocp.args.JsonSave(meta),
             "manifest": ocp.args.JsonSave({"state": manifest_of(state),
-                                           "replay": sorted(replay) if replay else []}),
+                                           "replay": sorted(replay) if replay else [],
+                                           "partial": sorted(partial) if partial else []}),
         }
         if replay:
             items["replay"] = ocp.args.StandardSave({k: np.asarray(v) for k, v in replay.items()})
-        self._manager.save(int(step), args=ocp.args.Composite(**items), force=True)
-        self._manager.wait_until_finished()
+        if partial:
+            items["partial"] = ocp.args.StandardSave({k: np.asarray(v) for k, v in partial.items()})
+        try:
+            with _stderr_kept_on_success():
+                self._manager.save(int(step), args=ocp.args.Composite(**items), force=True)
+                self._manager.wait_until_finished()
+        except Exception as e:  # noqa: BLE001 - orbax wraps OS errors in many types; one message instead
+            os_error = _os_error_in(e)
+            if os_error is None:
+                raise
+            raise CheckpointWriteError(self._write_failure(int(step), os_error)) from None
         step_dir = self.step_dir(step)
         if jax.process_index() == 0:
-            write_integrity(step_dir)
+            try:
+                write_integrity(step_dir)
+            except OSError as e:  # the step itself is complete; the next start writes its record
+                raise CheckpointWriteError(self._write_failure(int(step), e)) from None
         return step_dir
 
     def step_dir(self, step: int) -> Path:
         return self.directory / str(int(step))
+
+    def _write_failure(self, step: int, error: OSError) -> str:
+        """Clean the half-written step (so its space comes back) and describe what is kept and what to free."""
+        for _ in range(20):  # orbax's worker threads may still be writing into it for a moment
+            left = list(self.directory.glob(f"{step}.orbax-checkpoint-tmp*"))
+            if not left:
+                break
+            for p in left:
+                shutil.rmtree(p, ignore_errors=True)
+            time.sleep(0.1)
+        kept = [s for s in self.all_steps() if s != step]
+        last = kept[-1] if kept else None
+        need = _tree_bytes(self.step_dir(last)) if last is not None else 0
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        try:
+            free = shutil.disk_usage(self.directory).free
+        except OSError:
+            free = 0
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            todo = (f"free at least {max(need, 1 << 20) / 2**20:.0f} MB on that disk (a checkpoint takes "
+                    f"{need / 2**20:.1f} MB, {free / 2**20:.1f} MB are free) or lower train.keep_checkpoints")
+        else:
+            todo = f"make {self.directory} writable"
+        kept_txt = (f"checkpoint step {last} ({self.step_dir(last)}) is intact and kept" if last is not None
+                    else "no earlier checkpoint exists")
+        return (f"cannot write checkpoint step {step} in {self.directory}: {reason}; {kept_txt}. "
+                f"To go on, {todo}, then rerun the same command (it resumes from "
+                f"{'step ' + str(last) if last is not None else 'the start'}).")
 
     def all_steps(self) -> list[int]:
         self._manager.reload()
@@ -306,7 +451,7 @@ class Checkpointer:
             restored = self._manager.restore(step, args=ocp.args.Composite(**{item: ocp.args.JsonRestore()}))
         except Exception as e:  # orbax raises many types; one clear message instead
             raise CheckpointCorruptError(f"checkpoint file {path} cannot be read ({type(e).__name__}: {e}); "
-                                         f"delete {self.step_dir(step)} and use an earlier step.") from None
+                                         f"{corrupt_fix(self.step_dir(step))}.") from None
         return dict(restored[item])
 
     def restore(self, step: int | None = None, state_template: Any = None, *, with_replay: bool = True
@@ -342,7 +487,7 @@ class Checkpointer:
         except Exception as e:
             raise CheckpointCorruptError(
                 f"checkpoint {step_dir} cannot be restored ({type(e).__name__}: {str(e)[:300]}); "
-                "delete it and resume from an earlier step.") from None
+                f"{corrupt_fix(step_dir)}.") from None
         state = restored["state"]
         if state_template is not None:
             state = _unnest(state, state_template)
@@ -350,6 +495,19 @@ class Checkpointer:
         if with_replay:
             replay = {k: np.asarray(v) for k, v in restored["replay"].items()}
         return state, replay, dict(restored["meta"])
+
+    def restore_partial(self, step: int | None = None) -> dict[str, np.ndarray] | None:
+        """The `partial` item of `step` (default: latest), or None when it was saved without one."""
+        step = self._resolve_step(step)
+        if not self._read_json(step, "manifest").get("partial"):
+            return None
+        try:
+            restored = self._manager.restore(step, args=ocp.args.Composite(partial=ocp.args.StandardRestore()))
+        except Exception as e:  # noqa: BLE001
+            raise CheckpointCorruptError(
+                f"checkpoint {self.step_dir(step)} cannot be restored ({type(e).__name__}: {str(e)[:300]}); "
+                f"{corrupt_fix(self.step_dir(step))}.") from None
+        return {k: np.asarray(v) for k, v in restored["partial"].items()}
 
     def close(self) -> None:
         self._manager.close()
@@ -371,6 +529,9 @@ def resolve_checkpoint_path(path: str | os.PathLike) -> tuple[Path, int | None]:
     if not p.exists():
         raise CheckpointNotFoundError(f"checkpoint path {p} does not exist; give a run logdir, its "
                                       f"{CHECKPOINTS_DIR}/ folder or one step folder.")
+    if not p.is_dir():
+        raise CheckpointNotFoundError(f"checkpoint path {p} is a file; give a run logdir, its {CHECKPOINTS_DIR}/ "
+                                      "folder or one step folder.")
     if (p / CHECKPOINTS_DIR).is_dir():
         return p / CHECKPOINTS_DIR, None
     if p.name.isdigit() and (p / "meta").exists():

@@ -1,15 +1,19 @@
 """`muse-wm`: pretrain, adapt, compare. Thin shell over muse_jax.loops and muse_jax.evaluate.
 
-Known user errors (bad config, missing checkpoint, NaN loss) end with one readable line and exit
-code 2 (usage) or 1 (run failed), not a traceback.
+Known user errors (bad config, missing checkpoint, NaN loss, an unwritable --logdir, a full disk)
+end with one readable line and exit code 2 (fix the command) or 1 (the run stopped), not a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import errno
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -26,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--agent", choices=["muse", "dreamer"], default=None,
                      help="muse (default) or dreamer: the same model without the self-awareness head and loss")
     pre.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)
+    pre.add_argument("--from-step", type=int, default=None, metavar="STEP",
+                     help="resume from this checkpoint step instead of the newest (after a damaged checkpoint); "
+                          "later steps are moved to LOGDIR/checkpoints_set_aside/")
 
     ad = sub.add_parser("adapt", help="adapt a pre-trained agent on novel tasks and score it")
     ad.add_argument("--checkpoint", required=True, help="a pretrain --logdir, its checkpoints/ or one step folder")
@@ -44,6 +51,69 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class UsageError(ValueError):
+    """A command-line problem the user fixes by changing the command (exit 2)."""
+
+
+def check_logdir(path: str, flag: str = "--logdir") -> None:
+    """An output folder must be a folder we can write: checked before any work, without creating it."""
+    from llm_side.harness.files import output_dir_problem
+
+    problem = output_dir_problem(path)
+    if problem:
+        raise UsageError(f"{flag} {problem}.")
+
+
+def check_adapt_model_keys(checkpoint: str, overrides: dict[str, Any]) -> None:
+    """`adapt` builds its model from the checkpoint's config: a `--set model.*` that disagrees with it is
+    refused (whether or not it would change a parameter shape), naming the key and both values."""
+    model_keys = {k: v for k, v in overrides.items() if k == "model" or k.startswith("model.")}
+    if not model_keys:
+        return
+    from muse_jax.checkpoint import Checkpointer, CheckpointMismatchError, resolve_checkpoint_path
+    from muse_jax.config import MODEL_SIZES, from_dict
+
+    directory, step = resolve_checkpoint_path(checkpoint)
+    with Checkpointer(directory, read_only=True) as ck:
+        meta = ck.read_meta(step)
+        step_dir = ck.step_dir(step if step is not None else ck.latest_step())
+    if "config" not in meta:
+        return  # load_pretrained names this problem
+    saved = from_dict(meta["config"])
+    model = dict(meta["config"]["model"])
+    size = model_keys.get("model.size")
+    if isinstance(size, str) and size in MODEL_SIZES:  # a new size brings its preset's widths, as in pretrain
+        model = {k: v for k, v in model.items() if k not in MODEL_SIZES[size]}
+    given = from_dict({**meta["config"], "model": model}, model_keys).model
+    diff = [f.name for f in dataclasses.fields(given) if getattr(given, f.name) != getattr(saved.model, f.name)]
+    if diff:
+        shown = ", ".join(f"model.{k}={getattr(saved.model, k)!r} (--set gives {getattr(given, k)!r})"
+                          for k in diff[:4])
+        raise CheckpointMismatchError(
+            f"checkpoint {step_dir} does not fit the model asked for by --set: it was saved with {shown}. adapt "
+            "builds the model from the checkpoint's config: drop the --set model.* flags.")
+
+
+def check_results_files(runs: Sequence[str]) -> None:
+    """Each adapt output's results.json, where present, must be JSON (named if it is not)."""
+    import json
+
+    for run in runs:
+        path = Path(run) / "results.json"
+        if path.is_file():
+            try:
+                json.loads(path.read_bytes())
+            except (ValueError, UnicodeDecodeError) as e:
+                raise UsageError(f"{path} is not valid JSON ({e}); rerun `muse-wm adapt ... --logdir {run}` "
+                                 "to rewrite it.") from None
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.errno and e.filename:
+        return f"cannot use {e.filename}: {os.strerror(e.errno)}."
+    return " ".join(str(e).split())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from muse_jax.config import ConfigError, load_config, parse_overrides
@@ -57,27 +127,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "compare":
             from muse_jax.evaluate import compare
 
+            if args.out:
+                check_logdir(str(Path(args.out).parent), "--out")
+            check_results_files(args.runs)
             print(compare(args.runs, args.out), end="")
             return 0
         from muse_jax.checkpoint import CheckpointError
         from muse_jax.loops.pretrain import NonFiniteLossError
-    except (ConfigError, FileNotFoundError) as e:
-        print(f"muse-wm: error: {e}", file=sys.stderr)
+    except (ConfigError, ValueError, OSError) as e:  # FileNotFoundError and a results.json that is not JSON too
+        print(f"muse-wm: error: {_one_line(e)}", file=sys.stderr)
         return 2
+    from muse_jax import checkpoint
+    from muse_jax.checkpoint import CheckpointWriteError
+
+    checkpoint.HOLD_STDERR_AFTER_FAILED_SAVE = True  # a failed save is reported as one line (checkpoint.py)
+
+    started = False
     try:
         if args.cmd == "pretrain":
             overrides = list(args.overrides) + ([f"agent={args.agent}"] if args.agent else [])
             cfg = load_config(args.config, overrides)
+            check_logdir(args.logdir)
+            if args.from_step is not None and args.from_step < 0:
+                raise UsageError(f"--from-step {args.from_step}: give a checkpoint step (a folder name under "
+                                 f"{Path(args.logdir) / 'checkpoints'}).")
             from muse_jax.loops.pretrain import pretrain
 
-            res = pretrain(cfg, args.logdir, stop_at=args.stop_at)
+            started = True
+            res = pretrain(cfg, args.logdir, stop_at=args.stop_at, from_step=args.from_step)
             print(f"pretrain done: {res['counters']}")
             return 0
+        if args.episodes is not None and args.episodes < 1:
+            raise UsageError(f"--episodes {args.episodes}: adapt at least one episode per task.")
+        overrides = parse_overrides(args.overrides)
+        check_logdir(args.logdir)
+        check_adapt_model_keys(args.checkpoint, overrides)
         from muse_jax.loops.adapt import adapt
 
-        overrides = parse_overrides(args.overrides)
         if args.one_task_at_a_time:
             overrides["adapt.parallel_tasks"] = False
+        started = True
         res = adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
                     overrides=overrides, stop_after_rounds=args.stop_after_rounds)
         if res is not None:
@@ -85,11 +174,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(table_markdown([res]), end="")
         return 0
+    except CheckpointWriteError as e:
+        from muse_jax.checkpoint import user_stderr
+
+        print(f"muse-wm: stopped: {e}", file=user_stderr(), flush=True)
+        return 1
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
         print(f"muse-wm: error: {e}", file=sys.stderr)
         return 2
     except NonFiniteLossError as e:
         print(f"muse-wm: stopped: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("muse-wm: stopped: interrupted; finished episodes and checkpoints are kept, rerun the same command "
+              "to resume.", file=sys.stderr)
+        return 130
+    except OSError as e:  # a disk that filled up or turned read-only mid-run: finished data is kept
+        where = f" {e.filename}" if e.filename else ""
+        what = os.strerror(e.errno) if e.errno else str(e)
+        if not started:
+            print(f"muse-wm: error: cannot use{where}: {what}.", file=sys.stderr)
+            return 2
+        fix = "free some space" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "fix the folder"
+        print(f"muse-wm: stopped: cannot write{where}: {what}; finished episodes and checkpoints are kept. "
+              f"{fix.capitalize()}, then rerun the same command to resume.", file=sys.stderr)
         return 1
 
 

@@ -491,15 +491,41 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
         if "=" not in pair:
             raise ConfigError(f"override '{pair}' must look like key=value, e.g. model.deter=512.")
         key, raw = pair.split("=", 1)
-        out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {pair}: the value is not valid YAML ({_yaml_problem(e)}); quote a text value, "
+                              "close brackets, e.g. --set 'env.tasks=[reach-v3, push-v3]'.") from None
     return out
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """`<problem> at line L, column C` from a YAML error (1-based, as editors count)."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    problem = getattr(e, "problem", None) or getattr(e, "reason", None) or str(e).splitlines()[0]
+    if mark is None:
+        return str(problem)
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+
+
+def _check_sections(data: Mapping[str, Any]) -> None:
+    """Every section key (model, env, ...) must hold a mapping: `model: 5` names the section."""
+    hints = typing.get_type_hints(Config)
+    for key, value in data.items():
+        tp = hints.get(key)
+        if tp is not None and dataclasses.is_dataclass(tp) and not isinstance(value, Mapping):
+            raise ConfigError(f"config key '{key}' is a section, not a value: give a mapping such as "
+                              f"'{key}: {{{next(iter(_fields(tp)))}: ...}}' (keys: {', '.join(_fields(tp))}); "
+                              f"got {value!r}.")
 
 
 def from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> Config:
     """Build a validated Config from nested data plus dotted overrides."""
     data = _to_plain(dict(data))
+    _check_sections(data)
     explicit = _flatten_keys(data)
     data = _apply_dotted(data, overrides or {}, explicit)
+    _check_sections(data)
     _apply_size_preset(data, explicit)
     return _build(Config, data, "")
 
@@ -518,13 +544,53 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
     raise ConfigError(f"config '{name_or_path}' not found; give a YAML path or one of {names}.")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' is given twice (first on line {seen[key] + 1})", key_node.start_mark)
+            if isinstance(key, typing.Hashable):
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """The top-level mapping of a YAML config file, or ConfigError naming the file and what is wrong
+    (unreadable, not UTF-8 text, a syntax error with its line and column, empty, not a mapping)."""
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise ConfigError(f"config {path} is a folder; give a YAML file.") from None
+    except OSError as e:
+        raise ConfigError(f"config {path} cannot be read ({e.strerror or e}).") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config {path} is not a UTF-8 text file (byte {e.start} is 0x{raw[e.start]:02x}); "
+                          "give a YAML file.") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config {path} is not valid YAML: {_yaml_problem(e)}.") from None
+    if data is None:
+        names = sorted(f.stem for f in CONFIG_DIR.glob("*.yaml"))
+        raise ConfigError(f"config {path} is empty; an empty file would start a default 2M-step run. "
+                          f"Give the settings, or start from one of {names}.")
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config {path}: the top level must be a mapping of sections (model:, env:, ...), "
+                          f"got {type(data).__name__}.")
+    return dict(data)
+
+
 def load_config(name_or_path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | None = None) -> Config:
     """Load a named config (`smoke`) or YAML file and apply overrides (dict or `key=value` strings)."""
     path = resolve_config_path(name_or_path)
-    with open(path) as f:
-        data = yaml.safe_load(f) or {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{path}: top level must be a mapping of sections, got {type(data).__name__}.")
+    data = read_yaml_mapping(path)
     if overrides is not None and not isinstance(overrides, Mapping):
         overrides = parse_overrides(overrides)
     try:  # name the file only when the file itself is at fault, not a --set override

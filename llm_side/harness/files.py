@@ -10,6 +10,27 @@ from pathlib import Path
 from typing import Any
 
 
+def output_dir_problem(path: str | Path) -> str | None:
+    """Why `path` cannot be an output folder (an existing file; a read-only or unwritable disk), or
+    None. Checked before any work and without creating anything."""
+    p = Path(path).expanduser().absolute()
+    if p.exists() and not p.is_dir():
+        return f"{p} is an existing file, not a folder; give a folder (new, or one an earlier run wrote)"
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{p}: {probe} is a file, not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        try:
+            read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        why = "is on a read-only file system" if read_only else "is not writable by you"
+        return f"{p}: {probe} {why}; give a folder on a writable disk"
+    return None
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write to a temp file in the same folder, fsync, then rename over `path`."""
     path = Path(path)

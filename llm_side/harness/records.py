@@ -6,11 +6,12 @@ Resume works off this file alone: a (task, episode) pair that has a line is done
 
 from __future__ import annotations
 
+import json
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from llm_side.harness.files import read_jsonl
 
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -62,9 +63,62 @@ def repair_torn_tail(path: str | Path) -> bool:
     return True
 
 
-def load_records(out_dir: str | Path) -> list[dict[str, Any]]:
-    """All finished-episode records of a run folder (empty when none yet)."""
-    return list(read_jsonl(episodes_path(out_dir)))
+RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "env": str, "task": str, "agent": str, "episode": int, "success": bool, "steps": int,
+}
+"""Fields (and types) every episode record has; resume and `report` rely on them."""
+
+
+def record_problem(record: Any) -> str | None:
+    """Why a parsed JSON line is not an episode record, or None."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an episode record"
+    missing = [k for k in RECORD_FIELDS if k not in record]
+    if missing:
+        return f"not an episode record (no {', '.join(missing)})"
+    for key, tp in RECORD_FIELDS.items():
+        value = record[key]
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            return f"not an episode record ('{key}' is {value!r})"
+    competence = record.get("competence")
+    if competence is not None and not (isinstance(competence, list) and all(
+            c is None or (isinstance(c, int | float) and not isinstance(c, bool)) for c in competence)):
+        return f"not an episode record ('competence' is {competence!r}, not a list of numbers)"
+    return None
+
+
+def _warn(message: str) -> None:
+    print(f"muse-llm: warning: {message}", file=sys.stderr)
+
+
+def load_records(out_dir: str | Path, warn: Callable[[str], None] = _warn) -> list[dict[str, Any]]:
+    """All finished-episode records of a run folder (empty when none yet).
+
+    A line that is not a record (invalid JSON, `42`, `{"foo": 1}`) is skipped with a warning naming
+    its line number; the file is left as it is. A torn last line (a kill mid-write) is skipped quietly.
+    """
+    path = episodes_path(out_dir)
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn_tail = not data.endswith(b"\n")
+    out = []
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            if not (torn_tail and n == len(lines)):
+                warn(f"{path} line {n} is not valid JSON; skipped (the file is left as it is)")
+            continue
+        problem = record_problem(record)
+        if problem:
+            warn(f"{path} line {n} is {problem}; skipped (the file is left as it is)")
+            continue
+        out.append(record)
+    return out
 
 
 def done_pairs(records: list[dict[str, Any]]) -> set[tuple[str, int]]:

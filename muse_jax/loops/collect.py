@@ -165,6 +165,16 @@ class Collector:
         self._last = np.logical_or(terminated, truncated)
         return finished
 
+    def partial_episodes(self) -> list[Episode | None]:
+        """Each env's unfinished episode so far (None where it has no step), buffers left as they are:
+        a checkpoint stores these so that a resume loses no env step taken before it."""
+        out: list[Episode | None] = []
+        for i in range(self.num_envs):
+            keep = list(self._buffers[i])
+            out.append(self._finish(i) if keep else None)
+            self._buffers[i] = keep
+        return out
+
     def _finish(self, i: int) -> Episode:
         steps, self._buffers[i] = self._buffers[i], []
         evals = ("success", "competence", "value")

@@ -7,6 +7,16 @@ grad steps = env_steps * train_ratio / (B * T), counted from the start of the ru
 
 Resuming: when `logdir/checkpoints` holds a checkpoint, the learner state (parameters, optimiser
 and normaliser state), the replay and the counters are restored and the run continues from there.
+A kill loses at most the env steps taken since the last checkpoint: each checkpoint also stores every
+env's unfinished episode (generically, whatever keys its steps have), and a resume adds those to the
+replay as episodes cut at the checkpoint, like a time-limit truncation (not terminal). Their
+time-to-success labels come from the steps they have, so a cut episode that had not succeeded yet is
+labelled as a failure; at most `env.num_envs` episodes per resume are affected. The simulator state
+itself is not saved, so the envs start fresh episodes after a resume.
+`metrics.jsonl`'s `step` is the env step (DreamerV3's x-axis; `train_steps` has its own column), and
+rows logged after the checkpoint a run resumes from are dropped, so `step` strictly increases across
+any number of kills. `from_step` resumes from an earlier intact checkpoint (after a damaged newest
+one); the later steps are moved aside to `logdir/checkpoints_set_aside/`, not deleted.
 A NaN/inf loss stops the run with the loss name and step; no checkpoint is written after it, so the
 last good one stays.
 """
@@ -27,7 +37,7 @@ from muse_jax.config import Config, ConfigError
 from muse_jax.envs.metaworld import ACT_DIM, PROPRIO_DIM, make_vector_env
 from muse_jax.logging import RunLogger, drop_metrics_after, to_float_dict
 from muse_jax.loops.collect import Collector, Episode, make_policy
-from muse_jax.replay import Replay, step_bytes
+from muse_jax.replay import Replay, episode_labels, step_bytes
 
 CONFIG_KEYS_FREE_ON_RESUME = (
     "train.env_steps", "train.log_every", "train.save_every", "train.keep_checkpoints",
@@ -132,6 +142,49 @@ class Trainer:
         return n
 
 
+def partial_state(episodes: list[Episode]) -> dict[str, np.ndarray] | None:
+    """Unfinished episodes as flat arrays (Replay.state_dict's layout: `episode_lengths` + each key
+    concatenated, with time-to-success labels), for the checkpoint; None when there are none."""
+    eps = [dict(e.data, time_to_success=episode_labels(e.success_T)) for e in episodes if e is not None and e.length]
+    if not eps:
+        return None
+    out = {"episode_lengths": np.array([len(ep["time_to_success"]) for ep in eps], np.int64)}
+    out.update({k: np.concatenate([np.asarray(ep[k]) for ep in eps]) for k in eps[0]})
+    return out
+
+
+def split_episodes(state: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Inverse of `partial_state`: one dict of [T, ...] arrays per episode."""
+    lengths = np.asarray(state["episode_lengths"], np.int64)
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    keys = [k for k in state if k not in ("episode_lengths", "meta")]
+    return [{k: np.asarray(state[k])[a:b] for k in keys} for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def rewind_to(logdir: Path, step: int, echo: Callable[[str], None]) -> None:
+    """Make `step` the newest checkpoint: it must exist and be intact; later steps move to
+    `logdir/checkpoints_set_aside/` (kept for the user to inspect or delete)."""
+    from muse_jax.checkpoint import CheckpointNotFoundError, verify_integrity
+
+    ckdir = logdir / "checkpoints"
+    steps = sorted(int(p.name) for p in ckdir.iterdir() if p.name.isdigit()) if ckdir.is_dir() else []
+    if step not in steps:
+        raise CheckpointNotFoundError(f"--from-step {step}: {ckdir} has no checkpoint step {step}; "
+                                      f"available: {steps or 'none'}.")
+    verify_integrity(ckdir / str(step))
+    later = [s for s in steps if s > step]
+    if later:
+        aside = logdir / "checkpoints_set_aside"
+        aside.mkdir(exist_ok=True)
+        for s in later:
+            dst = aside / str(s)
+            n = 1
+            while dst.exists():
+                dst, n = aside / f"{s}.{n}", n + 1
+            (ckdir / str(s)).rename(dst)
+        echo(f"--from-step {step}: moved later checkpoint(s) {later} to {aside}")
+
+
 def recent_stats(episodes: list[Episode], tasks: list[str]) -> dict[str, float]:
     """Success rate per task and overall, mean score and time to success, over finished episodes."""
     if not episodes:
@@ -150,11 +203,12 @@ def recent_stats(episodes: list[Episode], tasks: list[str]) -> dict[str, float]:
     return out
 
 
-def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
+def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, from_step: int | None = None,
              echo: Callable[[str], None] = print, act_mode: str = "dreamer") -> dict[str, Any]:
     """Run (or resume) pre-training into `logdir`; returns the final counters and last metrics.
 
     `stop_at` ends the run early after that many env steps (with a checkpoint), as a kill would.
+    `from_step` resumes from that checkpoint step instead of the newest (see `rewind_to`).
     `act_mode` is the policy mode after the prefill: "dreamer" (the actor, MUSE §3.2.1 pre-training)
     or "muse" (self-regulated acting, for learning curves of the regulated agent).
     """
@@ -164,6 +218,8 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
     logdir = Path(logdir)
     spec = obs_spec(cfg)
     seed = cfg.train.seed
+    if from_step is not None:
+        rewind_to(logdir, from_step, echo)
     ckpt = Checkpointer(logdir / "checkpoints", cfg.train.keep_checkpoints)
     resuming = ckpt.latest_step() is not None
     if resuming:  # checked before building anything, so a wrong --logdir fails in a second
@@ -183,8 +239,14 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
         if replay_state is not None:
             replay.load_state_dict(replay_state)
         counters.update(meta["counters"])
+        partial = ckpt.restore_partial()
+        cut = split_episodes(partial) if partial is not None else []
+        for ep in cut:  # the envs' unfinished episodes at the checkpoint, cut there (see module doc)
+            replay.add_episode(ep)
+        counters["episodes_cut"] = counters.get("episodes_cut", 0) + len(cut)
         echo(f"resuming {logdir} at env step {counters['env_steps']} (train step {counters['train_steps']}, "
-             f"{len(replay)} replay steps)")
+             f"{len(replay)} replay steps, {sum(len(ep['reward']) for ep in cut)} of them from {len(cut)} "
+             "unfinished episode(s) cut at the checkpoint)")
 
     task_ids = list(range(1, len(cfg.env.tasks) + 1))
     make_venv = lambda s: make_vector_env(cfg.env.tasks, task_ids, cfg.env, s, round_robin=True)
@@ -207,7 +269,8 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
         # orbax cannot store zero-size arrays: before the first finished episode there is no replay to save
         ckpt.save(env_steps, trainer.state, replay=replay.state_dict() if replay.num_episodes else None,
                   meta={"config": cfg.to_dict(), "spec": spec_meta(spec), "seed": seed, "counters": dict(counters),
-                        "agent": cfg.agent})
+                        "agent": cfg.agent},
+                  partial=partial_state(collector.partial_episodes()))
 
     try:
         while env_steps < total:
@@ -222,7 +285,8 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None,
             logger.advance(collector.num_envs, train=trainer.train_steps)
             if env_steps - last_log >= cfg.train.log_every or env_steps >= total:
                 dt = max(time.time() - t_log, 1e-9)
-                record = {"step": trainer.train_steps, "env_steps": env_steps, "episodes": counters["episodes"],
+                record = {"step": env_steps, "env_steps": env_steps, "train_steps": trainer.train_steps,
+                          "episodes": counters["episodes"],
                           "replay_steps": len(replay), "env_restarts": len(collector.faults),
                           **trainer.last, **recent_stats(window, list(cfg.env.tasks)),
                           "env_steps_per_s": (env_steps - steps_log) / dt,

@@ -6,8 +6,10 @@ at the process boundary; an in-process call would hide exactly what a user meets
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +88,34 @@ def kill_when(cmd: Sequence[str], ready: Callable[[], bool], *, log: Path, timeo
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@functools.cache
+def can_mount_private_fs() -> bool:
+    """A user+mount namespace with a tmpfs (Linux `unshare -rm`): how the suite makes a full or
+    read-only disk without touching the machine's own file systems."""
+    if not shutil.which("unshare") or not shutil.which("mount"):
+        return False
+    script = "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs $d && umount $d && rmdir $d"
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+def cli_on_small_fs(mode: str, mount: Path, keep: Path, name: str, *args: str,
+                    timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `name args` with `mount` a private 16 MB tmpfs (see fs_driver.py for `mode`); what the
+    command left under `mount` is copied to `keep`."""
+    cmd = ["unshare", "-rm", sys.executable, str(Path(__file__).with_name("fs_driver.py")), mode, str(mount),
+           str(keep), "--", str(BIN / name), *args]
+    return subprocess.run(cmd, cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def error_line(stderr: str, prog: str) -> str:
+    """The one line a CLI prints for a problem: asserts there is exactly one and no traceback."""
+    no_traceback(stderr)
+    lines = [ln for ln in stderr.splitlines() if ln.startswith(f"{prog}:") or ln.startswith(f"{prog} ")]
+    assert len(lines) == 1, f"expected one '{prog}' error line, got {len(lines)}:\n{stderr[-3000:]}"
+    return lines[0]
 
 
 def jsonl_lines(path: Path) -> list[dict]:

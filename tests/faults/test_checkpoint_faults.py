@@ -56,16 +56,23 @@ def test_checkpoint_with_missing_file_names_it(tmp_path: Path, pretrained_run: P
     assert str(victim) in err and "missing" in err, err
 
 
-_SHAPE = re.compile(r"parameter '([^']+)': expected shape (\([\d, ]*\)), found shape (\([\d, ]*\))")
+@pytest.mark.slow
+@pytest.mark.parametrize(("override", "key"), [("model.deter=64", "model.deter=32"),
+                                               ("model.competence_quantiles=3", "model.competence_quantiles=5")],
+                         ids=["other-model-size", "other-config"])
+def test_adapt_model_override_names_the_key_and_both_values(tmp_path: Path, pretrained_run: Path, override: str,
+                                                             key: str) -> None:
+    """A `--set model.*` that disagrees with the checkpoint: refused before anything is built (issue 15)."""
+    err = _adapt(pretrained_run, tmp_path, override)
+    assert str(_latest(pretrained_run)) in err and "does not fit" in err, err
+    assert f"{key} (--set gives {override.split('=')[1]})" in err, err
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("override", ["model.deter=64", "model.competence_quantiles=3"],
-                         ids=["other-model-size", "other-config"])
-def test_checkpoint_of_other_model_names_first_mismatch(tmp_path: Path, pretrained_run: Path, override: str) -> None:
-    err = _adapt(pretrained_run, tmp_path, override)
+def test_checkpoint_of_other_observation_spec_names_first_mismatch(tmp_path: Path, pretrained_run: Path) -> None:
+    """A non-model setting that reshapes the networks (images on a proprio-only run) fails at restore with
+    the first mismatched parameter (path, expected shape, found shape)."""
+    err = _adapt(pretrained_run, tmp_path, "env.image=true")
     assert str(_latest(pretrained_run)) in err, err
-    m = _SHAPE.search(err)
-    assert m, err
-    assert m.group(2) != m.group(3)
+    assert re.search(r"parameter '([^']+)'", err), err
     assert "pytree" not in err.lower() and "Custom node type mismatch" not in err

@@ -95,8 +95,9 @@ def test_pretrain_killed_repeatedly_resumes_to_uninterrupted_counters(tmp_path: 
     ref_ck = pretrained_run / "checkpoints"
     ref, got = _meta(ref_ck, _steps(ref_ck)[-1])["counters"], _meta(ckdir, _steps(ckdir)[-1])["counters"]
     assert (got["env_steps"], got["train_steps"]) == (ref["env_steps"], ref["train_steps"]), (got, ref)
-    # Episodes still running at a kill are not in any checkpoint (their env state is not saved), so a
-    # killed run may finish fewer episodes: at most one per env per kill.
+    # Episodes still running at a checkpoint are saved with it and, after a kill, added to the replay cut
+    # there (the simulator state is not saved), so a killed run finishes fewer episodes: at most one per
+    # env per kill (the steps themselves are kept: see test_kills_right_after_checkpoints_lose_no_env_step).
     num_envs = 2
     assert ref["episodes"] - kills * num_envs <= got["episodes"] <= ref["episodes"], (got, ref)
 
@@ -185,3 +186,158 @@ def test_nan_run_resumes_with_lower_learning_rate_as_the_message_says(nan_run) -
                "--stop-at", str(last), timeout=300)  # resume and stop at once: no training needed
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"at env step {last}" in proc.stdout
+
+
+def _replay_steps(ckdir: Path, step: int) -> tuple[int, int]:
+    """(steps in the checkpoint's replay, steps of its saved unfinished episodes)."""
+    from muse_jax.checkpoint import Checkpointer
+
+    with Checkpointer(ckdir, read_only=True) as ck:
+        _, replay, _ = ck.restore(step)
+        partial = ck.restore_partial(step)
+    stored = int(replay["episode_lengths"].sum()) if replay is not None else 0
+    return stored, int(partial["episode_lengths"].sum()) if partial is not None else 0
+
+
+def _new_checkpoint(ckdir: Path) -> Callable[[], bool]:
+    """True as soon as a checkpoint newer than the ones present now is finished (its integrity record
+    exists): the kill lands right after a checkpoint, when the most unfinished-episode steps are at risk."""
+    before = set(_steps(ckdir))
+    return lambda: any(s not in before and (ckdir / str(s) / "muse_files.json").exists() for s in _steps(ckdir))
+
+
+@pytest.mark.slow
+def test_kills_right_after_checkpoints_lose_no_env_step(tmp_path: Path, pretrained_run: Path) -> None:
+    """Issue 15: killed right after each of several checkpoints, pre-training resumes with every env step
+    taken before the checkpoint in its replay (finished episodes plus the unfinished ones saved with the
+    checkpoint), ends at the same env-step count as an uninterrupted run, and `step` in metrics.jsonl
+    strictly increases across all the resumes."""
+    logdir = tmp_path / "killed"
+    ckdir, log = logdir / "checkpoints", tmp_path / "killed.log"
+    cmd = [str(BIN / "muse-wm"), "pretrain", "--config", "smoke", *wm_set(), "--logdir", str(logdir)]
+    kills = 0
+    for _ in range(3):
+        rc = kill_when(cmd, _new_checkpoint(ckdir), log=log)
+        if rc is not None:
+            assert rc == 0, log.read_text()[-3000:]
+            break
+        kills += 1
+        last = _steps(ckdir)[-1]
+        stored, partial = _replay_steps(ckdir, last)
+        assert partial > 0, "the envs' unfinished episodes were not saved with the checkpoint"
+        assert stored + partial == last, (stored, partial, last)  # every env step so far is in the checkpoint
+    assert kills >= 2, f"only {kills} kills landed"
+
+    proc = cli("muse-wm", "pretrain", "--config", "smoke", *wm_set(), "--logdir", str(logdir), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = re.search(r"resuming .* at env step (\d+) \(train step \d+, (\d+) replay steps", proc.stdout)
+    assert m and int(m.group(2)) == int(m.group(1)), proc.stdout[-2000:]  # nothing before the checkpoint lost
+
+    final = _steps(ckdir)[-1]
+    meta = _meta(ckdir, final)["counters"]
+    ref = _meta(pretrained_run / "checkpoints", _steps(pretrained_run / "checkpoints")[-1])["counters"]
+    assert meta["env_steps"] == ref["env_steps"] == final
+    assert meta["train_steps"] == ref["train_steps"]
+    stored, partial = _replay_steps(ckdir, final)
+    assert stored + partial == meta["env_steps"], (stored, partial, meta)
+    assert meta["episodes_cut"] >= kills - 1  # the last resume may have had nothing left to checkpoint
+    steps = [row["step"] for row in jsonl_lines(logdir / "metrics.jsonl")]
+    assert all(a < b for a, b in zip(steps, steps[1:], strict=False)), steps
+    assert steps[-1] == meta["env_steps"]
+
+
+@pytest.mark.slow
+def test_truncated_newest_checkpoint_message_and_from_step(tmp_path: Path, pretrained_run: Path) -> None:
+    """The damaged-checkpoint message gives command-line fixes; `--from-step` resumes from the earlier intact
+    step, moves the damaged one aside (not deleted) and finishes the run."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(pretrained_run, run)
+    ckdir = run / "checkpoints"
+    newest, prev = _steps(ckdir)[-1], _steps(ckdir)[-2]
+    victim = max((p for p in (ckdir / str(newest) / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    base = ["pretrain", "--config", "smoke", *wm_set("train.env_steps=250"), "--logdir", str(run)]
+    proc = cli("muse-wm", *base, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    err = [ln for ln in proc.stderr.splitlines() if ln.startswith("muse-wm:")]
+    no_traceback(proc.stderr)
+    assert len(err) == 1 and str(victim) in err[0] and "truncated" in err[0], proc.stderr[-2000:]
+    assert f"--from-step {prev}" in err[0] and f"delete {ckdir / str(newest)}" in err[0], err[0]
+    assert "restore(step" not in err[0]
+
+    proc = cli("muse-wm", *base, "--from-step", str(prev), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"at env step {prev}" in proc.stdout, proc.stdout[-2000:]
+    assert (run / "checkpoints_set_aside" / str(newest)).is_dir()
+    assert _meta(ckdir, _steps(ckdir)[-1])["counters"]["env_steps"] == 250
+    steps = [row["step"] for row in jsonl_lines(run / "metrics.jsonl")]
+    assert all(a < b for a, b in zip(steps, steps[1:], strict=False)), steps
+
+
+@pytest.mark.slow
+def test_from_step_that_does_not_exist(tmp_path: Path, pretrained_run: Path) -> None:
+    proc = cli("muse-wm", "pretrain", "--config", "smoke", *wm_set(), "--logdir", str(pretrained_run),
+               "--from-step", "7", timeout=300)
+    assert proc.returncode == 2
+    err = [ln for ln in proc.stderr.splitlines() if ln.startswith("muse-wm:")]
+    no_traceback(proc.stderr)
+    assert len(err) == 1 and "--from-step 7" in err[0] and "available" in err[0], proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_disk_full_during_checkpoint_stops_with_one_line_and_keeps_the_last_step(tmp_path: Path) -> None:
+    from fault_helpers import can_mount_private_fs, cli_on_small_fs, error_line
+
+    if not can_mount_private_fs():
+        pytest.skip("no user+mount namespaces here (unshare -rm)")
+    mount, keep = tmp_path / "disk", tmp_path / "keep"
+    proc = cli_on_small_fs("fill-after:run/checkpoints/50/muse_files.json", mount, keep, "muse-wm", "pretrain",
+                           "--config", "smoke", *wm_set(), "--logdir", str(mount / "run"))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    err = error_line(proc.stderr, "muse-wm")
+    assert err.startswith("muse-wm: stopped: cannot write checkpoint step 100"), err
+    assert "No space left on device" in err and "step 50" in err and "kept" in err and "free at least" in err, err
+    from muse_jax.checkpoint import verify_integrity
+
+    assert _steps(keep / "run" / "checkpoints") == [50]
+    verify_integrity(keep / "run" / "checkpoints" / "50")  # the kept step is intact
+    assert not [p for p in (keep / "run" / "checkpoints").iterdir() if "tmp" in p.name], "half-written step left"
+    jsonl_lines(keep / "run" / "metrics.jsonl")  # every line parses
+
+
+def test_partial_episodes_round_trip_whatever_keys_they_have() -> None:
+    """The unfinished episodes saved with a checkpoint keep every key a step has (e.g. latents a
+    replay may store), with time-to-success labels from the steps so far, and go into a Replay."""
+    from muse_jax.loops.collect import Episode
+    from muse_jax.loops.pretrain import partial_state, split_episodes
+    from muse_jax.replay import Replay
+
+    rng = np.random.default_rng(0)
+
+    def episode(T: int, success_at: int | None) -> Episode:
+        data = {"proprio": rng.normal(size=(T, 5)).astype(np.float32), "latent": rng.normal(size=(T, 3, 2)),
+                "action": rng.normal(size=(T, 4)).astype(np.float32), "reward": np.zeros(T, np.float32),
+                "is_first": np.eye(1, T, dtype=bool)[0], "is_terminal": np.zeros(T, bool),
+                "task_id": np.ones(T, np.int32)}
+        success = np.zeros(T, bool)
+        if success_at is not None:
+            success[success_at:] = True
+        return Episode("reach-v3", data, success, np.zeros(T, np.float32), np.zeros(T, np.float32))
+
+    eps = [episode(7, None), None, episode(4, 2)]
+    state = partial_state(eps)
+    assert state is not None and list(state["episode_lengths"]) == [7, 4]
+    back = split_episodes(state)
+    assert len(back) == 2
+    for got, want in zip(back, [eps[0], eps[2]], strict=True):
+        for k, v in want.data.items():
+            np.testing.assert_array_equal(got[k], v)
+    np.testing.assert_array_equal(back[0]["time_to_success"], -np.ones(7))
+    np.testing.assert_array_equal(back[1]["time_to_success"], [2, 1, 0, 0])
+    replay = Replay(100, 2)
+    for ep in back:
+        replay.add_episode(ep)
+    assert len(replay) == 11 and replay.sample(3)["latent"].shape == (3, 2, 3, 2)
+    assert partial_state([None, None]) is None

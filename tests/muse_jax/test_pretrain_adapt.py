@@ -54,9 +54,13 @@ def test_pretrain_resumes_with_counters_continuing(run, cfg):
     ck = Checkpointer(logdir / "checkpoints", read_only=True)
     assert ck.latest_step() == cfg.train.env_steps
     _, replay, meta = ck.restore()
+    partial = ck.restore_partial()
     ck.close()
-    # 2 envs x 51-step episodes: 2 finished before the stop at 200, 2 after (partial ones are dropped)
-    assert meta["counters"]["episodes"] == 4 and len(replay["episode_lengths"]) == 4
+    # 2 envs x 51-step episodes: 2 finished before the stop at 200, 2 after; the 2 unfinished at the stop
+    # were saved with its checkpoint and the resume added them, cut there (issue 15: no env step lost)
+    assert meta["counters"]["episodes"] == 4 and meta["counters"]["episodes_cut"] == 2
+    assert len(replay["episode_lengths"]) == 6
+    assert replay["episode_lengths"].sum() + partial["episode_lengths"].sum() == cfg.train.env_steps
     assert (logdir / "tb").is_dir() and any((logdir / "tb").iterdir())
 
 
