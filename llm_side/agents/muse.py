@@ -40,11 +40,11 @@ from llm_side.harness.contracts import LLM, Decision, EpisodeOutcome, Observatio
 from llm_side.harness.files import read_jsonl
 
 REPLAY_FILE = "replay.jsonl"
-CPU_ROLLOUT_TOKENS = 192
-"""The CPU default horizon: four action-observation pairs (M_sa's chunk) of the ALFWorld few-shot examples
-take 92 tokens on average and 176 at most (react_alfworld_3prompts.json, ~4 characters a token), so 192
-tokens hold one full chunk. Rolling out to the 32K window instead would take 5 rollouts x thousands of
-tokens per step, tens of minutes a step for Qwen2.5-0.5B on 2 cores (~6 tokens/s)."""
+CPU_ROLLOUT_TOKENS = 256
+"""The CPU default horizon: one M_sa chunk (four action-observation pairs) of the ALFWorld ReAct examples is
+128 tokens on average, 179 at the 90th percentile and 257 at most (Qwen2.5 tokenizer, all 289 pairs of
+react_alfworld_3prompts.json), so 256 tokens hold a full chunk. Rolling out to the 32K window instead
+would mean 5 rollouts x thousands of tokens per step: tens of minutes a step for Qwen2.5-0.5B on 2 cores."""
 DEFAULT_CONTEXT_WINDOW = 8192
 """Window assumed for backends that do not report theirs (an OpenAI-compatible server): set the
 `context_window` option to the server's n_ctx."""

@@ -19,9 +19,9 @@ nothing in the game. A thought is bounded only by the generation's token limit (
 
 THOUGHT_TOKENS = 160
 """Token limit of one ReAct line, sized to the few-shot examples: the longest thought in
-react_alfworld_3prompts.json (312 characters) is 70 tokens with the Qwen2.5 tokenizer and 71 with
-SmolLM2's (`longest_example_thought`); twice that leaves room for a model that writes a little more
-than the examples, so no imitated thought is cut mid-sentence."""
+react_alfworld_3prompts.json (312 characters, `longest_example_thought`) is 86 tokens with the Qwen2.5
+tokenizer and 92 with SmolLM2's (these prompts run 2.7-2.9 characters a token); 160 leaves room for a
+model that writes a little more than the examples, so no imitated thought is cut mid-sentence."""
 
 THINK_PREFIX = "think:"
 

@@ -181,8 +181,9 @@ def test_every_thought_of_the_alfworld_examples_is_kept_whole():
         assert p.is_think and p.invalid is None and p.action == "think: " + t[len("think:"):].strip()
     longest = prompting.longest_example_thought("\n".join(prompts.values()))
     assert longest == LONG_THOUGHT and len(longest) == 312
-    # the default line limit holds twice the longest example thought (about 4 characters a token)
-    assert ReActAgent(ScriptedLLM(["x"])).max_tokens >= 2 * prompting.approx_tokens(longest)
+    # these prompts run 2.7-2.9 characters a token (Qwen2.5: 86 tokens, SmolLM2: 92 for this thought); the
+    # default line limit holds the longest thought even at 2 characters a token
+    assert ReActAgent(ScriptedLLM(["x"])).max_tokens >= len(longest) // 2
 
 
 def test_react_keeps_a_long_thought_and_asks_for_enough_tokens():
