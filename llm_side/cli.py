@@ -339,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
 PASSTHROUGH = {
     "sweep-tau": "llm_side.sweep:main",  # RefRea threshold study (paper 003, Figure 3)
     "alfworld-pipeline": "llm_side.pipeline_alfworld:main",  # MUSE-LLM Algorithm 3 stages
+    "compare": "llm_side.compare:main",  # MUSE-LLM Tables 3-4: ReAct, Reflexion, MUSE on the same episodes
+    "serve": "llm_side.serve:main",  # llama.cpp's OpenAI-compatible server on a packaged GGUF
 }
 
 

@@ -3,7 +3,8 @@
 Stages (each resumable, each writing atomically under OUT/):
   collect         Reflexion on the in-distribution tasks (140)           -> OUT/collect/episodes.jsonl
   train-sa        M_sa on the collected chunks                           -> OUT/msa/
-  sft             LoRA-SFT of the Actor on successful episodes           -> OUT/actor_sft/{adapter,merged}
+  sft             LoRA-SFT of the Actor on successful episodes, in the run-time prompt format
+                                                                         -> OUT/actor_sft/{adapter,merged}
   dpo             LoRA-DPO of the reflection model on reflection pairs   -> OUT/reflection_dpo/{adapter,merged}
   deploy          MUSE on the novel tasks (134): `adapt` adaptation episodes that refit M_sa's MLP
                   from replay, then `test` test episodes without updates -> OUT/deploy_adapt/
@@ -45,6 +46,8 @@ class PipelineConfig:
     dpo_steps: int = 50
     use_sft: bool = True
     use_dpo: bool = True
+    dpo_unhelpful: bool = False  # named extra: fail->fail reflections as negatives (not in the paper)
+    dpo_cross_task: bool = False  # named extra: rejected text from another task (not in the paper)
     seed: int = 0
     env_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     agent_options: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -121,7 +124,11 @@ def stage_sft(cfg: PipelineConfig) -> dict[str, Any]:
     out = cfg.out / "actor_sft"
     if (out / sft.METRICS_FILE).is_file():
         return json.loads((out / sft.METRICS_FILE).read_text())
-    rows = sft.sft_examples(_need(cfg.out / "collect", "collect"))
+    env = _env(cfg)  # the few-shot examples the actor sees at run time
+    try:
+        rows = sft.sft_examples(_need(cfg.out / "collect", "collect"), env)
+    finally:
+        env.close()
     return sft.run_sft(base_folder(cfg), rows, out, max_steps=cfg.sft_steps, seed=cfg.seed)
 
 
@@ -132,7 +139,8 @@ def stage_dpo(cfg: PipelineConfig) -> dict[str, Any]:
     out = cfg.out / "reflection_dpo"
     if (out / sft.METRICS_FILE).is_file():
         return json.loads((out / sft.METRICS_FILE).read_text())
-    pairs = dpo.preference_pairs(_need(cfg.out / "collect", "collect"), group=react_family)
+    pairs = dpo.preference_pairs(_need(cfg.out / "collect", "collect"), group=react_family,
+                                 include_unhelpful=cfg.dpo_unhelpful, cross_task=cfg.dpo_cross_task)
     return dpo.run_dpo(base_folder(cfg), pairs, out, max_steps=cfg.dpo_steps, seed=cfg.seed)
 
 
@@ -225,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sft-steps", type=int, default=100)
     p.add_argument("--dpo-steps", type=int, default=50)
     p.add_argument("--sa-epochs", type=int, default=30)
+    p.add_argument("--dpo-unhelpful", action="store_true",
+                   help="also count a reflection after which a failure stayed a failure as negative (not the paper's)")
+    p.add_argument("--dpo-cross-task", action="store_true",
+                   help="allow a rejected reflection from another task of the same type (not the paper's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--env-opt", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE")
@@ -232,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = PipelineConfig(out=a.out, model=a.model, base=a.base, limit=a.limit, collect_episodes=a.collect_episodes,
                          adapt_episodes=a.adapt_episodes, test_episodes=a.test_episodes, max_steps=a.max_steps,
                          sft_steps=a.sft_steps, dpo_steps=a.dpo_steps, sa_epochs=a.sa_epochs, seed=a.seed,
+                         dpo_unhelpful=a.dpo_unhelpful, dpo_cross_task=a.dpo_cross_task,
                          env_options=_kv(a.env_opt), agent_options=_kv(a.agent_opt))
     result = run_stage(cfg, a.stage)
     print(json.dumps(result, indent=2, default=str)[:4000])

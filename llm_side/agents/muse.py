@@ -2,9 +2,20 @@
 
 Each step the World Model/Actor (one LLM, prompted with the ReAct transcript) samples `n_rollouts`
 continuations at temperature 0.5 in ONE batched call; each continuation is a look-ahead trajectory of
-actions and predicted observations. The Self-Awareness Model M_sa scores every rollout (its first
-four action-observation pairs with the episode plan, as in training), Self-Regulation takes the first
-action of the best one, and that score is the step's competence. Reflections work as in Reflexion.
+actions and predicted observations. The Self-Awareness Model M_sa scores every rollout (with the
+episode plan), Self-Regulation takes the first action of the best one, and that score is the step's
+competence. Reflections work as in Reflexion.
+
+Rollout horizon (point 7 of issue 16). The paper states no horizon H: "the LLM was allowed to generate
+trajectories up to the maximum length permitted by its context window". `rollout_tokens` is the setting:
+  - "context": up to the context window, i.e. window - prompt tokens (the backend's `context_window`,
+    else the `context_window` option, else DEFAULT_CONTEXT_WINDOW); the paper's rule;
+  - "auto" (default): "context", except on an in-process CPU backend, where CPU_ROLLOUT_TOKENS is used;
+  - an integer: that many tokens.
+A rollout ends only where the LLM stops (end of text, the token budget, or the start of another few-shot
+game, "Here is the task"); blank lines inside it are skipped, not an end. `score_pairs` (default: all)
+bounds how many of a rollout's action-observation pairs M_sa reads; M_sa is trained on 4-pair chunks
+(Algorithm 2), so `score_pairs=4` scores exactly what it was trained on (the paper does not say).
 
 Deployment adaptation (Algorithm 3): with `adapt_episodes=k`, after the task's first k episodes the
 MLP of M_sa is refitted on a replay of pre-deployment chunks plus this task's new chunks; the next
@@ -29,6 +40,30 @@ from llm_side.harness.contracts import LLM, Decision, EpisodeOutcome, Observatio
 from llm_side.harness.files import read_jsonl
 
 REPLAY_FILE = "replay.jsonl"
+CPU_ROLLOUT_TOKENS = 256
+"""The CPU default horizon: one M_sa chunk (four action-observation pairs) of the ALFWorld ReAct examples is
+128 tokens on average, 179 at the 90th percentile and 257 at most (Qwen2.5 tokenizer, all 289 pairs of
+react_alfworld_3prompts.json), so 256 tokens hold a full chunk. Rolling out to the 32K window instead
+would mean 5 rollouts x thousands of tokens per step: tens of minutes a step for Qwen2.5-0.5B on 2 cores."""
+DEFAULT_CONTEXT_WINDOW = 8192
+"""Window assumed for backends that do not report theirs (an OpenAI-compatible server): set the
+`context_window` option to the server's n_ctx."""
+ROLLOUT_STOP = "Here is the task"
+
+
+def rollout_budget(setting: int | str, prompt_tokens: int, context_window: int | None, on_cpu: bool) -> int:
+    """Tokens one rollout may generate (see the module docstring): 'context' -> what is left of the
+    window after the prompt (at least 1); 'auto' -> CPU_ROLLOUT_TOKENS on a CPU backend, else 'context';
+    an integer -> itself."""
+    if isinstance(setting, int) and not isinstance(setting, bool):
+        if setting < 1:
+            raise ValueError(f"rollout_tokens must be >= 1, 'auto' or 'context', got {setting}.")
+        return setting
+    if setting == "auto" and on_cpu:
+        return CPU_ROLLOUT_TOKENS
+    if setting in ("auto", "context"):
+        return max(1, int(context_window or DEFAULT_CONTEXT_WINDOW) - int(prompt_tokens))
+    raise ValueError(f"rollout_tokens must be an integer >= 1, 'auto' or 'context', got {setting!r}.")
 
 
 class MuseAgent(ReflexionAgent):
@@ -37,7 +72,8 @@ class MuseAgent(ReflexionAgent):
     name = "muse"
 
     def __init__(self, llm: LLM, msa: sa.SelfAwarenessModel, *, n_rollouts: int = 5, rollout_temperature: float = 0.5,
-                 rollout_tokens: int = 96, adapt_episodes: int = 0, replay: list[sa.SAExample] | None = None,
+                 rollout_tokens: int | str = "auto", score_pairs: int | None = None,
+                 context_window: int | None = None, adapt_episodes: int = 0, replay: list[sa.SAExample] | None = None,
                  replay_ratio: int = 4, adapt_epochs: int = 10, **kw: Any):
         super().__init__(llm, **kw)
         if n_rollouts < 1:
@@ -45,7 +81,12 @@ class MuseAgent(ReflexionAgent):
         self.msa = msa
         self.n_rollouts = n_rollouts
         self.rollout_temperature = rollout_temperature
+        rollout_budget(rollout_tokens, 0, context_window, False)  # validates the setting now
+        if score_pairs is not None and score_pairs < 1:
+            raise ValueError(f"score_pairs must be >= 1 (or absent for all pairs), got {score_pairs}.")
         self.rollout_tokens = rollout_tokens
+        self.score_pairs = score_pairs
+        self.context_window = context_window
         self.adapt_episodes = adapt_episodes
         self.replay = list(replay or [])
         self.replay_ratio = replay_ratio
@@ -68,16 +109,16 @@ class MuseAgent(ReflexionAgent):
         prompt = self.build_prompt()
         seed = None if self.seed is None else self.seed * 100_003 + self._episode * 1_000 + self._step
         self._step += 1
+        budget = self.horizon(prompt)
         texts = self.llm.complete(prompt, n=self.n_rollouts, temperature=self.rollout_temperature,
-                                  max_tokens=self.rollout_tokens, stop=["Here is the task"], seed=seed)
-        texts = [(t or "").lstrip("\n ") for t in texts]  # a rollout may open with a newline
+                                  max_tokens=budget, stop=[ROLLOUT_STOP], seed=seed)
         candidates = []
         for text in texts:
-            text = text.split("\n\n")[0]  # the rollout ends at the first blank line
-            first = prompting.parse_action((text or "").split("\n", 1)[0])
+            text = (text or "").lstrip("\n ")  # a rollout may open with a newline
+            first = prompting.parse_action(text.split("\n", 1)[0])
             if first.invalid:
                 continue
-            pairs = prompting.parse_rollout(text, max_pairs=sa.CHUNK_PAIRS) or [(first.action, "")]
+            pairs = prompting.parse_rollout(text, max_pairs=self.score_pairs or 10**6) or [(first.action, "")]
             pairs[0] = (first.action, pairs[0][1])
             candidates.append((first.action, pairs))
         if not candidates:
@@ -90,8 +131,16 @@ class MuseAgent(ReflexionAgent):
         if not self._plan and action.startswith(prompting.THINK_PREFIX):
             self._plan = action[len(prompting.THINK_PREFIX):].strip()
         info = {"rollout_scores": [round(float(s), 4) for s in scores], "valid_rollouts": len(candidates),
-                "rollouts": len(texts)}
+                "rollouts": len(texts), "rollout_tokens": budget,
+                "rollout_pairs": [len(p) for _, p in candidates]}
         return self._decide(action, competence=float(scores[best]), info=info)
+
+    def horizon(self, prompt: str) -> int:
+        """This step's rollout budget in tokens (`rollout_budget` with the backend's window and device)."""
+        window = self.context_window or getattr(self.llm, "context_window", None)
+        count = getattr(self.llm, "count_tokens", None)
+        tokens = count(prompt) if callable(count) else prompting.approx_tokens(prompt)
+        return rollout_budget(self.rollout_tokens, tokens, window, bool(getattr(self.llm, "on_cpu", False)))
 
     # -- episode end: reflection, chunk scores, adaptation ------------------------------------------
     def end_episode(self, outcome: EpisodeOutcome) -> None:
@@ -152,8 +201,9 @@ def load_replay(msa_dir: str | Path) -> list[sa.SAExample]:
 
 
 def make_agent(env_name: str, llm: LLM, options: dict[str, Any]) -> MuseAgent:
-    """Options: msa=DIR (trained M_sa; untrained if absent), embedder=NAME, n_rollouts, rollout_tokens,
-    adapt_episodes, reflection_model=SPEC (a separately fine-tuned M_rx)."""
+    """Options: msa=DIR (trained M_sa; untrained if absent), embedder=NAME, n_rollouts,
+    rollout_tokens=auto|context|N, score_pairs=N, context_window=N, adapt_episodes,
+    reflection_model=SPEC (a separately fine-tuned M_rx)."""
     from llm_side.backends import load_embedder, load_llm
 
     embedder = load_embedder(options.get("embedder"))
@@ -164,9 +214,15 @@ def make_agent(env_name: str, llm: LLM, options: dict[str, Any]) -> MuseAgent:
     else:
         msa, replay = sa.SelfAwarenessModel(embedder), []
     kw = _common_options(options)
-    for key in ("n_rollouts", "rollout_tokens", "adapt_episodes", "max_reflections"):
+    for key in ("n_rollouts", "adapt_episodes", "max_reflections", "score_pairs", "context_window"):
         if key in options:
-            kw[key] = int(options[key])
+            try:
+                kw[key] = int(options[key])
+            except (TypeError, ValueError):
+                raise ValueError(f"muse option {key}={options[key]!r} is not an integer.") from None
+    if "rollout_tokens" in options:
+        value = str(options["rollout_tokens"]).strip()
+        kw["rollout_tokens"] = int(value) if value.lstrip("-").isdigit() else value
     if options.get("reflection_model"):
         kw["reflection_llm"] = load_llm(str(options["reflection_model"]))
     agent = MuseAgent(llm, msa, replay=replay, **kw)

@@ -12,7 +12,16 @@ import re
 from collections.abc import Callable, Sequence
 
 MAX_ACTION_CHARS = 200
-"""Longer 'actions' are the model rambling, not a command; they are recorded as invalid."""
+"""Longer env commands are the model rambling, not a command; they are recorded as invalid. Thoughts
+(`think: ...`) are never held to it: 19 of the 91 thoughts in the ReAct ALFWorld few-shot examples are
+longer (the longest, react_puttwo_1's, has 312 characters), the model imitates them, and a thought costs
+nothing in the game. A thought is bounded only by the generation's token limit (`THOUGHT_TOKENS`)."""
+
+THOUGHT_TOKENS = 160
+"""Token limit of one ReAct line, sized to the few-shot examples: the longest thought in
+react_alfworld_3prompts.json (312 characters, `longest_example_thought`) is 86 tokens with the Qwen2.5
+tokenizer and 92 with SmolLM2's (these prompts run 2.7-2.9 characters a token); 160 leaves room for a
+model that writes a little more than the examples, so no imitated thought is cut mid-sentence."""
 
 THINK_PREFIX = "think:"
 
@@ -40,8 +49,8 @@ def _strip_lead(line: str) -> str:
 def parse_action(text: str | None, *, max_chars: int = MAX_ACTION_CHARS) -> ParsedAction:
     """First non-empty line of `text`, without a leading '>' / 'Action:' / bullet / quotes.
 
-    `think: ...` lines are thoughts (the env answers 'OK.'). Empty text, text with no letters and
-    lines over `max_chars` are invalid. Never raises.
+    `think: ...` lines are thoughts (the env answers 'OK.') and are kept whatever their length. Empty
+    text, text with no letters and command lines over `max_chars` are invalid. Never raises.
     """
     if not isinstance(text, str):
         return ParsedAction("", invalid="no text")
@@ -49,15 +58,21 @@ def parse_action(text: str | None, *, max_chars: int = MAX_ACTION_CHARS) -> Pars
         line = _strip_lead(raw)
         if not line:
             continue
-        if len(line) > max_chars:
-            return ParsedAction("", invalid=f"overlong ({len(line)} chars > {max_chars})")
         if not re.search(r"[A-Za-z]", line):
             return ParsedAction("", invalid="no words")
         if line.lower().startswith(THINK_PREFIX):
             thought = line[len(THINK_PREFIX):].strip()
             return ParsedAction(f"{THINK_PREFIX} {thought}".rstrip(), is_think=True)
+        if len(line) > max_chars:
+            return ParsedAction("", invalid=f"overlong ({len(line)} chars > {max_chars})")
         return ParsedAction(line)
     return ParsedAction("", invalid="empty")
+
+
+def longest_example_thought(examples: str) -> str:
+    """The longest `think:` line of a few-shot prompt (sizes the ReAct token limit, see THOUGHT_TOKENS)."""
+    thoughts = [p.action for p in map(parse_action, examples.splitlines()) if p.is_think]
+    return max(thoughts, key=len, default="")
 
 
 def match_admissible(action: str, admissible: Sequence[str] | None) -> str | None:

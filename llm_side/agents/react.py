@@ -2,7 +2,9 @@
 
 Env-generic: the few-shot examples come from `env.react_examples(task_id)` when the env has them,
 else `env.instructions()`, else a generic instruction. The transcript uses the original '> action'
-format, and the LLM is stopped at the end of the line, as in the ReAct ALFWorld code.
+format, and the LLM is stopped at the end of the line, as in the ReAct ALFWorld code. The token limit
+of a line (`max_tokens`, default `prompting.THOUGHT_TOKENS`) is sized to the examples' longest thought,
+so an imitated thought is never cut mid-sentence, and a thought of any length is accepted.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class ReActAgent:
 
     name = "react"
 
-    def __init__(self, llm: LLM, *, max_tokens: int = 64, context_tokens: int = 6000, temperature: float = 0.0,
-                 seed: int | None = 0):
+    def __init__(self, llm: LLM, *, max_tokens: int = prompting.THOUGHT_TOKENS, context_tokens: int = 6000,
+                 temperature: float = 0.0, seed: int | None = 0):
         self.llm = llm
         self.max_tokens = max_tokens
         self.context_tokens = context_tokens

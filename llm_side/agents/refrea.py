@@ -1,9 +1,10 @@
 """RefRea (Mai et al., paper 003, Algorithm 1): a reasoning model acts with exploratory memory M_new and
 validated memory M_target; a reference model (not executed) proposes an action from M_target only;
-when the two proposals are semantically far apart (cosine < tau) the latest M_new entry is dropped and
-the reasoning model resamples, up to `max_samples` samples. A meta-cognition call f_meta adds an
-insight to M_new every `meta_interval` steps; M_new is promoted into M_target when a step earns
-positive reward. M_target and M_new carry across a task's trials through memory()/load_memory().
+when the two proposals are semantically far apart (cosine < tau) the latest M_new entry is dropped
+(once per step, Eq. 8) and the reasoning model resamples, up to `max_samples` samples in all. A
+meta-cognition call f_meta adds an insight to M_new every `meta_interval` steps; M_new is promoted
+into M_target when a step earns positive reward. M_target and M_new carry across a task's trials
+through memory()/load_memory().
 
 The memory rules are pure functions (`promote`, `drop_latest`, `meta_due`, `select_action`) so that
 unit tests pin them without an LLM. Env-generic: prompts use the env's optional `react_examples` /
@@ -66,10 +67,17 @@ class Selection:
 def select_action(sample: Callable[[list[str], int], str], m_new: Sequence[str], reference_action: str | None,
                   similarity: Callable[[str, str], float], tau: float,
                   max_samples: int = DEFAULT_MAX_SAMPLES) -> Selection:
-    """Algorithm 1 lines 6-10: sample a reasoning action with the current M_new; while its similarity
-    to the reference action is below tau, drop the latest M_new entry and resample, drawing at most
-    `max_samples` samples in all; the last sample is executed. `sample(m_new, attempt)` returns an
-    action. With no reference action (ablation) the first sample is taken as is."""
+    """Algorithm 1 lines 6-10 and Eq. 8: sample a reasoning action with the current M_new; if its
+    similarity δ to the reference action is below tau, drop THE latest M_new entry (once: Eq. 8 discards
+    "the most recently generated meta-cognition") and resample with that memory until δ >= tau or
+    `max_samples` samples were drawn in all; the last sample is executed. `sample(m_new, attempt)`
+    returns an action (resamples differ through the attempt's seed and temperature). With no reference
+    action (ablation) the first sample is taken as is.
+
+    Choices the paper leaves open: the drop is permanent (the entry is "discarded", so later steps do
+    not see it either); later resamples of the same step drop nothing more (Algorithm 1 line 9 repeats
+    the sampling, not the dropping); N_trials-style `max_samples` counts the first sample too (5 in all).
+    """
     if max_samples < 1:
         raise ValueError(f"max_samples must be >= 1, got {max_samples}.")
     memory = list(m_new)
@@ -77,8 +85,9 @@ def select_action(sample: Callable[[list[str], int], str], m_new: Sequence[str],
     if reference_action is None:
         return Selection(action, memory, [], 1)
     sims = [float(similarity(action, reference_action))]
-    while sims[-1] < tau and len(sims) < max_samples:
+    if sims[-1] < tau:
         memory = drop_latest(memory)
+    while sims[-1] < tau and len(sims) < max_samples:
         action = sample(memory, len(sims))
         sims.append(float(similarity(action, reference_action)))
     return Selection(action, memory, sims, len(sims))
@@ -122,7 +131,7 @@ class RefReaAgent:
     def __init__(self, llm: LLM, *, reference_llm: LLM | None = None, embedder: Embedder | None = None,
                  embedder_name: str | None = None, tau: float = DEFAULT_TAU,
                  max_samples: int = DEFAULT_MAX_SAMPLES, meta_interval: int = 5, no_reference: bool = False,
-                 no_metacognition: bool = False, max_tokens: int = 48, meta_tokens: int = 48,
+                 no_metacognition: bool = False, max_tokens: int = prompting.THOUGHT_TOKENS, meta_tokens: int = 48,
                  context_tokens: int = 3000, temperature: float = 0.0, resample_temperature: float = 0.7,
                  seed: int | None = 0):
         if not 0.0 <= tau <= 1.0:

@@ -55,6 +55,20 @@ class TransformersLLM:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    @property
+    def on_cpu(self) -> bool:
+        """True when generation runs on the CPU (MUSE-LLM then uses its CPU rollout horizon)."""
+        return self.device.type == "cpu"
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's context length in tokens (None when its config does not say)."""
+        n = getattr(self.model.config, "max_position_embeddings", None)
+        return int(n) if n else None
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text).input_ids)
+
     def complete(
         self,
         prompt: str,

@@ -3,11 +3,18 @@
 Tables follow MUSE-LLM §4: success rate; time to success with a 100-step penalty for failures;
 self-awareness accuracy (competence > threshold as a success prediction) and AUROC, where every
 step's competence is scored against its episode's outcome.
+
+Every row says what was run: model, backend and step limit come from the folder's run.json (written
+by `muse-llm run`); env tables that pool records are made once per (model, backend, max steps), never
+across them. Degenerate figures are said in words: no time to success when no episode succeeded (the
+100-step penalty would be the only number), no AUROC/ROC when every episode had one outcome, and a
+note when MUSE's M_sa was untrained.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +35,32 @@ def load_run(folder: str | Path) -> list[dict[str, Any]]:
     return load_records(folder)
 
 
+RUN_FILE = "run.json"
+
+
+def backend_of(model: str) -> str:
+    """How a `--model` spec is served: an OpenAI-compatible server, or transformers in-process."""
+    model = str(model or "")
+    if model.startswith("openai:"):
+        return "openai-server"
+    if not model:
+        return "unknown"
+    return "transformers"
+
+
+def run_settings(folder: str | Path) -> dict[str, Any]:
+    """model, backend and max_steps of a run folder (from run.json; 'unknown' where it has none)."""
+    try:
+        info = json.loads((Path(folder) / RUN_FILE).read_text())
+    except (OSError, ValueError):
+        info = {}
+    info = info if isinstance(info, dict) else {}
+    model = str(info.get("model") or "")
+    max_steps = info.get("max_steps")
+    return {"model": model or "unknown", "backend": backend_of(model),
+            "max_steps": "env default" if max_steps is None and info else (max_steps or "unknown")}
+
+
 def competence_pairs(records: list[dict[str, Any]]) -> tuple[list[float], list[bool]]:
     """(per-step competence, its episode's success) over all steps that have a prediction."""
     scores, labels = [], []
@@ -39,21 +72,40 @@ def competence_pairs(records: list[dict[str, Any]]) -> tuple[list[float], list[b
     return scores, labels
 
 
-def run_row(name: str, records: list[dict[str, Any]], threshold: float = 0.5) -> dict[str, Any]:
-    """One table row of figures for one run."""
+def sa_note(records: list[dict[str, Any]], scores: list[float], labels: list[bool]) -> str:
+    """Why the self-awareness figures of a run carry little or no information, in words ('' if fine)."""
+    notes = []
+    if scores and len(set(labels)) == 1:
+        outcome = "succeeded" if labels[0] else "failed"
+        notes.append(f"one outcome class: all {len(records)} episodes {outcome}, so AUROC is undefined and "
+                     f"accuracy only counts predictions of '{outcome}'")
+    if any(r.get("agent") == "muse" and "msa_source" in r and not r["msa_source"] for r in records):
+        notes.append("M_sa untrained (no --agent-opt msa=DIR): its scores (~0.5) carry no information; "
+                     "train one with `muse-llm alfworld-pipeline --stage train-sa`")
+    return "; ".join(notes)
+
+
+def run_row(name: str, records: list[dict[str, Any]], threshold: float = 0.5,
+            settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One table row of figures for one run; `settings` are its run.json model/backend/max_steps."""
     successes = [bool(r["success"]) for r in records]
     steps = [int(r["steps"]) for r in records]
     scores, labels = competence_pairs(records)
+    settings = settings or {"model": "unknown", "backend": "unknown", "max_steps": "unknown"}
     return {
         "run": name,
         "env": records[0]["env"] if records else "",
         "agent": records[0]["agent"] if records else "",
+        **settings,
         "episodes": len(records),
+        "successes": int(sum(successes)),
         "success_rate": metrics.success_rate(successes),
-        "time_to_success": metrics.mean_time_to_success(steps, successes, penalty=TIME_PENALTY),
+        "time_to_success": (metrics.mean_time_to_success(steps, successes, penalty=TIME_PENALTY)
+                            if any(successes) else "n/a: no episode succeeded"),
         "sa_accuracy": metrics.accuracy(scores, labels, threshold) if scores else float("nan"),
         "auroc": metrics.auroc(scores, labels) if scores else float("nan"),
         "predictions": len(scores),
+        "sa_note": sa_note(records, scores, labels),
     }
 
 
@@ -72,7 +124,8 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, 
 
 
 def generic_tables(rows: Sequence[dict[str, Any]], threshold: float = 0.5) -> list[Table]:
-    ident = [("run", "Run"), ("env", "Env"), ("agent", "Agent"), ("episodes", "Episodes")]
+    ident = [("run", "Run"), ("env", "Env"), ("agent", "Agent"), ("model", "Model"), ("backend", "Backend"),
+             ("max_steps", "Max steps"), ("episodes", "Episodes")]
     tables = [
         ("Success rate", markdown_table(rows, [*ident, ("success_rate", "Success rate")])),
         (
@@ -82,15 +135,11 @@ def generic_tables(rows: Sequence[dict[str, Any]], threshold: float = 0.5) -> li
     ]
     aware = [r for r in rows if r["predictions"]]
     if aware:
-        tables.append(
-            (
-                f"Self-awareness (threshold {threshold})",
-                markdown_table(
-                    aware,
-                    [*ident, ("predictions", "Predictions"), ("sa_accuracy", "Accuracy"), ("auroc", "AUROC")],
-                ),
-            )
+        md = markdown_table(
+            aware, [*ident, ("predictions", "Predictions"), ("sa_accuracy", "Accuracy"), ("auroc", "AUROC")]
         )
+        notes = "".join(f"\n\nNote ({r['run']}): {r['sa_note']}." for r in aware if r["sa_note"])
+        tables.append((f"Self-awareness (threshold {threshold})", md + notes))
     return tables
 
 
@@ -120,26 +169,32 @@ def report(folders: Sequence[str | Path], threshold: float = 0.5) -> tuple[list[
     several runs have them."""
     paths = [Path(f) for f in folders]
     runs = {_run_name(p, paths): (p, load_run(p)) for p in paths}
-    rows = [run_row(name, recs, threshold) for name, (_, recs) in runs.items()]
+    settings = {name: run_settings(folder) for name, (folder, _) in runs.items()}
+    rows = [run_row(name, recs, threshold, settings[name]) for name, (_, recs) in runs.items()]
     tables = generic_tables(rows, threshold)
     plots: list[Path] = []
     curves = {}
     for name, (folder, recs) in runs.items():
         scores, labels = competence_pairs(recs)
-        if scores:
+        if scores and len(set(labels)) > 1:  # one outcome class: no ROC curve exists (said in the table)
             curves[name] = (scores, labels)
             plots.append(metrics.plot_roc({name: (scores, labels)}, folder / "roc.png", title=f"ROC: {name}"))
     if len(curves) > 1:
         parent = Path(os.path.commonpath([str(p.resolve()) for p in paths]))
         plots.append(metrics.plot_roc(curves, parent / "roc_combined.png", title="Self-awareness ROC"))
-    by_env: dict[str, list[dict[str, Any]]] = {}
-    for _, recs in runs.values():
+    # env tables pool records across runs: only runs with the same model, backend and step limit
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for name, (_, recs) in runs.items():
+        key = settings[name]
         for r in recs:
-            by_env.setdefault(str(r["env"]), []).append(r)
-    for env_name, recs in by_env.items():
+            groups.setdefault((str(r["env"]), str(key["model"]), str(key["backend"]), str(key["max_steps"])),
+                              []).append(r)
+    several = len({k[1:] for k in groups}) > 1
+    for (env_name, model, backend, max_steps), recs in groups.items():
         hook = env_hook(env_name)
         if hook is not None:
-            tables.extend(hook(recs))
+            suffix = f" [model {model}, {backend}, max steps {max_steps}]" if several else ""
+            tables.extend((title + suffix, md) for title, md in hook(recs))
     return tables, plots
 
 

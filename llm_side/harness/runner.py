@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,10 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{loc}"
 
 
-def run_episode(env: TextEnv, agent: Agent, *, task_id: str, episode: int, max_steps: int, seed: int) -> dict[str, Any]:
-    """Play one episode and return its record fields (without memory/identity keys)."""
+def run_episode(env: TextEnv, agent: Agent, *, task_id: str, episode: int, max_steps: int, seed: int,
+                on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Play one episode and return its record fields (without memory/identity keys); `on_step(t)` is
+    called after each step (the progress bar)."""
     actions: list[str] = []
     observations: list[str] = []
     competence: list[float | None] = []
@@ -81,6 +83,8 @@ def run_episode(env: TextEnv, agent: Agent, *, task_id: str, episode: int, max_s
         step_info.append(dict(decision.info or {}))
         observation, admissible = result.observation, result.admissible_actions
         score = result.score if result.score is not None else score
+        if on_step is not None:
+            on_step(len(actions))
         if result.done:
             success = bool(result.won)
             break
@@ -191,7 +195,8 @@ def run_eval(
                 if not ran_previous:
                     agent.load_memory(_memory_to_load(agent, records, task, e))
                 fields = run_episode(
-                    env, agent, task_id=task, episode=e, max_steps=max_steps, seed=episode_seed(seed, e)
+                    env, agent, task_id=task, episode=e, max_steps=max_steps, seed=episode_seed(seed, e),
+                    on_step=lambda t: bar.step(t, max_steps),
                 )
                 record = {
                     "env": env_name,

@@ -1,11 +1,17 @@
 """DPO of the reflection model M_rx with LoRA (paper 000 §4.1.3, Algorithm 3 pre-deployment).
 
-Preference data from the Reflexion collection run: a reflection written after episode e_i is
-*positive* when e_i failed and e_{i+1}, which used it, succeeded; *negative* when e_i succeeded and
-e_{i+1} failed despite it. With `include_unhelpful` a reflection after which a failure stayed a
-failure also counts as negative (small runs have few success->failure turns). Pairs share the
-positive's prompt; the negative comes from the same task when one exists, else the same task group
-(e.g. ALFWorld task type), else any task - an approximation, since DPO needs a shared prompt.
+Preference data from the Reflexion collection run, as the paper defines it: a reflection written after
+episode e_i is *positive* when e_i failed and e_{i+1}, which used it, succeeded; *negative* when e_i
+succeeded and e_{i+1} failed despite it. Nothing else is labelled by default.
+
+Choices the paper leaves open (it does not say how a pair is formed; DPO needs a shared prompt):
+- a pair is (positive's prompt, positive's text, a negative's text), the negative taken from the SAME
+  task (up to `max_per_positive` of them, newest first); a positive with no same-task negative yields no
+  pair by default;
+- named options, off by default, for small collection runs with few success->failure turns:
+  `include_unhelpful` (a reflection after which a failure stayed a failure also counts as negative) and
+  `cross_task` (a negative may come from another task of the same group, e.g. ALFWorld task type, then
+  any task; its text then answers another task's prompt, an approximation).
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from typing import Any
 from llm_side.training import sft as lora_io  # LoRA plumbing shared with SFT
 
 
-def reflection_outcomes(records: Iterable[dict[str, Any]], include_unhelpful: bool = True
+def reflection_outcomes(records: Iterable[dict[str, Any]], include_unhelpful: bool = False
                         ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(positive, negative) reflections: dicts with task, episode, prompt, text."""
+    """(positive, negative) reflections: dicts with task, episode, prompt, text. Positive: fail -> success
+    after it; negative: success -> fail after it (paper); fail -> fail too with `include_unhelpful`."""
     by_task: dict[str, dict[int, dict[str, Any]]] = collections.defaultdict(dict)
     for r in records:
         by_task[str(r["task"])][int(r["episode"])] = r
@@ -43,14 +50,17 @@ def reflection_outcomes(records: Iterable[dict[str, Any]], include_unhelpful: bo
 
 
 def preference_pairs(records: Iterable[dict[str, Any]], *, group: Callable[[str], str] | None = None,
-                     include_unhelpful: bool = True, max_per_positive: int = 2) -> list[dict[str, str]]:
+                     include_unhelpful: bool = False, cross_task: bool = False,
+                     max_per_positive: int = 2) -> list[dict[str, str]]:
     """DPO rows {'prompt', 'chosen', 'rejected'} (chosen/rejected start with a space: they continue
-    the 'New plan:' cue)."""
+    the 'New plan:' cue). Same-task negatives only unless `cross_task` (then same `group` first)."""
     pos, neg = reflection_outcomes(records, include_unhelpful)
     group = group or (lambda task: "")
     rows: list[dict[str, str]] = []
     for p in pos:
-        ranked = sorted(neg, key=lambda n: (n["task"] != p["task"], group(n["task"]) != group(p["task"])))
+        pool = neg if cross_task else [n for n in neg if n["task"] == p["task"]]
+        ranked = sorted(pool, key=lambda n: (n["task"] != p["task"], group(n["task"]) != group(p["task"]),
+                                             -n["episode"]))
         for n in itertools.islice((n for n in ranked if n["text"] != p["text"]), max_per_positive):
             rows.append({"prompt": p["prompt"], "chosen": " " + p["text"].strip(), "rejected": " " + n["text"].strip()})
     return rows
@@ -62,8 +72,10 @@ def run_dpo(base: str | Path, pairs: list[dict[str, str]], out_dir: str | Path, 
     """LoRA-DPO of the model in folder `base` on `pairs`; writes `out_dir` atomically (adapter, merged
     model if `merge`, metrics.json). Returns the metrics."""
     if not pairs:
-        raise ValueError("no DPO preference pairs: the collection run has no reflection followed by a "
-                         "changed outcome; run more episodes per task (--episodes) or more tasks.")
+        raise ValueError("no DPO preference pairs: no task of the collection run has both a reflection "
+                         "after which a failure turned into success and one after which a success turned into "
+                         "failure; run more episodes per task or more tasks, or allow the named extras "
+                         "(--dpo-unhelpful, --dpo-cross-task).")
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 

@@ -1,10 +1,13 @@
 """SFT of the Actor M_a with LoRA on successful episodes (paper 000 §4.1.3, Algorithm 3).
 
-Each successful episode becomes one prompt-completion row in the ReAct transcript format the agents
-use at run time: the prompt is the task's first observation ending in the '>' cue, the completion is
-the whole '> action / observation' transcript, and only the completion is trained (so the model
-imitates the actions that led to success, not the task text). Also holds the LoRA plumbing shared
-with `dpo.py`: load a base folder, wrap it in LoRA, save adapter + merged model atomically.
+The actor is trained on the prompt it sees at run time: every step of a successful episode becomes one
+prompt-completion row whose prompt is exactly what the Reflexion/MUSE actor builds at that step (the
+env's few-shot examples, the reflections loaded for that episode, the task, the transcript so far within
+the context budget, the '>' cue; built by the agent's own `build_prompt`) and whose completion is the
+action taken (' action\n'); only the completion is trained. The paper says only "SFT with only successful
+episodes"; one row per step (rather than one per episode with the observations in the completion) is our
+choice: the model learns to write actions, not to predict the env's answers. Also holds the LoRA plumbing
+shared with `dpo.py`: load a base folder, wrap it in LoRA, save adapter + merged model atomically.
 """
 
 from __future__ import annotations
@@ -19,24 +22,38 @@ from typing import Any
 
 from llm_side.harness.files import atomic_write_json
 
-SFT_INTRO = "Interact with a household to solve a task.\nHere is the task.\n"
 METRICS_FILE = "metrics.json"
 ADAPTER_DIR = "adapter"
 MERGED_DIR = "merged"
 
 
-def sft_examples(records: Iterable[dict[str, Any]], *, intro: str = SFT_INTRO, max_chars: int = 12_000
+def sft_examples(records: Iterable[dict[str, Any]], env: Any = None, *, context_tokens: int = 6000
                  ) -> list[dict[str, str]]:
-    """Prompt-completion rows from the successful records (runner fields: first_observation,
-    actions, observations)."""
+    """Prompt-completion rows from the successful records (runner fields: task, episode, memory,
+    first_observation, task_text, actions, observations), one per step, in the run-time prompt format.
+    `env` supplies the few-shot examples (`react_examples(task_id)`, as the agents get them); the
+    reflections are the task's memory before that episode (`records.memory_before`)."""
+    from llm_side.agents.reflexion import ReflexionAgent
+    from llm_side.harness.contracts import Observation
+    from llm_side.harness.records import memory_before
+
+    records = list(records)
+    actor = ReflexionAgent(None, context_tokens=context_tokens)  # prompt building only: never calls an LLM
     rows = []
     for r in records:
         if not r.get("success") or not r.get("actions"):
             continue
-        steps = list(zip(r["actions"], r.get("observations") or [], strict=False))
-        first = (r.get("first_observation") or "").strip()
-        body = "".join(f" {a}\n{o}\n>" for a, o in steps)
-        rows.append({"prompt": intro + first + "\n>", "completion": body[:max_chars]})
+        task, episode = str(r["task"]), int(r["episode"])
+        actor.load_memory({"reflections": memory_before(records, task, episode).get("reflections", [])})
+        first = r.get("first_observation") or ""
+        actor.begin_episode(Observation(text=first, task=r.get("task_text") or ""), task_id=task, episode=episode,
+                            env=env)
+        observation = first
+        for action, next_obs in zip(r["actions"], r.get("observations") or [], strict=False):
+            actor._record_observation(observation)
+            rows.append({"prompt": actor.build_prompt(), "completion": f" {action}\n"})
+            actor._last_action = action
+            observation = next_obs
     return rows
 
 

@@ -33,7 +33,7 @@ def test_parse_action_never_raises_and_is_bounded(text: str) -> None:
     p = prompting.parse_action(text)
     assert isinstance(p.action, str)
     assert (p.action == "") == (p.invalid is not None), p
-    assert len(p.action) <= prompting.MAX_ACTION_CHARS + len(prompting.THINK_PREFIX) + 1
+    assert p.is_think or len(p.action) <= prompting.MAX_ACTION_CHARS
     assert "\n" not in p.action
 
 

@@ -271,3 +271,31 @@ def test_tasks_piped_into_head_exits_quietly():
     )
     assert len(out.stdout.splitlines()) == 2
     assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
+
+
+# -- point 15 of issue 16: one command starts the llama.cpp server -------------------------------------------
+def test_serve_command_uses_the_packaged_gguf_an_adequate_context_and_all_cores(capsys):
+    from llm_side import serve
+    from llm_side.agents.react import ReActAgent
+    from llm_side.backends import models
+
+    assert main(["serve", "--model", "smollm2", "--print-only", "--port", "8099", "--threads", "2"]) == 0
+    cmd = capsys.readouterr().out.split()
+    gguf = models.locate_gguf(models.MODELS["smollm2"])
+    assert cmd[1:3] == ["-m", "llama_cpp.server"] and cmd[cmd.index("--model") + 1] == str(gguf)
+    assert cmd[cmd.index("--n_ctx") + 1] == str(serve.N_CTX) and cmd[cmd.index("--n_threads") + 1] == "2"
+    assert cmd[cmd.index("--model_alias") + 1] == "smollm2" and cmd[cmd.index("--port") + 1] == "8099"
+    # the agents' prompt budget (4 chars/token estimate) at the measured 2.7 characters a token fits n_ctx
+    budget_chars = 4 * ReActAgent(None).context_tokens
+    assert serve.N_CTX >= budget_chars / 2.7 + ReActAgent(None).max_tokens > 2048
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["serve", "--model", "gguf:/no/such.gguf"], "GGUF file /no/such.gguf not found"),
+    (["serve", "--model", "hf:/x"], "takes a packaged model"),
+    (["serve", "--n-ctx", "512"], "--n-ctx must be >= 2048"),
+])
+def test_serve_bad_input_is_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and err[0].startswith("muse-llm serve: error:")

@@ -137,3 +137,51 @@ def test_muse_real_alfworld_smollm2(tmp_path):
     assert all(len(i["rollout_scores"]) == i["valid_rollouts"] for i in rec["step_info"] if "rollout_scores" in i)
     assert len(rec["chunk_competence"]) == 1 and isinstance(rec["plan"], str)
     assert isinstance(rec["reflection"], str)
+
+
+# -- point 7 of issue 16: the rollout horizon ---------------------------------------------------------------
+def test_rollout_budget_follows_the_context_window_and_states_the_cpu_default():
+    from llm_side.agents.muse import CPU_ROLLOUT_TOKENS, DEFAULT_CONTEXT_WINDOW, rollout_budget
+
+    assert rollout_budget("context", 3000, 32768, on_cpu=True) == 32768 - 3000  # the paper: up to the window
+    assert rollout_budget("auto", 3000, 32768, on_cpu=False) == 32768 - 3000
+    assert rollout_budget("auto", 3000, 32768, on_cpu=True) == CPU_ROLLOUT_TOKENS == 256
+    assert rollout_budget("context", 100, None, on_cpu=False) == DEFAULT_CONTEXT_WINDOW - 100
+    assert rollout_budget("context", 9000, 8192, on_cpu=False) == 1
+    assert rollout_budget(64, 3000, 32768, on_cpu=False) == 64
+    for bad in (0, "far", True):
+        with pytest.raises(ValueError, match="rollout_tokens"):
+            rollout_budget(bad, 0, None, on_cpu=False)
+
+
+class WindowLLM(CountingLLM):
+    context_window = 2000
+    on_cpu = False
+
+
+LONG_ROLLOUT = (" think: win it\nOK.\n\n> look\nNothing happens.\n> look\nNothing happens.\n\n"
+                "> look\nNothing happens.\n> look\nNothing happens.\n> win\nYou won.")
+
+
+def test_rollouts_run_to_the_window_and_are_scored_past_blank_lines():
+    llm = WindowLLM(lambda p, i: LONG_ROLLOUT if p.endswith(">") else " a plan")
+    agent = MuseAgent(llm, _trained_msa())
+    _begin(agent)
+    d = agent.act("Room.", None)
+    prompt = llm.prompts[0]
+    assert llm.calls[0]["max_tokens"] == 2000 - (len(prompt) + 3) // 4 == d.info["rollout_tokens"]
+    assert llm.calls[0]["stop"] == ["Here is the task"]  # not a blank line
+    assert d.info["rollout_pairs"] == [6] * 5  # every pair of the rollout, blank lines skipped
+    four = MuseAgent(WindowLLM(lambda p, i: LONG_ROLLOUT), _trained_msa(), score_pairs=4, rollout_tokens=50)
+    _begin(four)
+    d4 = four.act("Room.", None)
+    assert d4.info["rollout_pairs"] == [4] * 5 and d4.info["rollout_tokens"] == 50
+    # the last pair ('win') is what makes a full rollout look competent to this M_sa
+    assert d.competence > d4.competence
+
+
+def test_muse_options_reject_bad_horizon():
+    with pytest.raises(ValueError, match="rollout_tokens"):
+        MuseAgent(ScriptedLLM(["x"]), _trained_msa(), rollout_tokens="far")
+    with pytest.raises(ValueError, match="score_pairs"):
+        MuseAgent(ScriptedLLM(["x"]), _trained_msa(), score_pairs=0)

@@ -61,7 +61,8 @@ def test_drop_latest_and_meta_schedule():
     assert [t for t in range(11) if meta_due(t, 5)] == [0, 5, 10]
 
 
-def test_low_similarity_drops_latest_insight_and_resamples_up_to_limit():
+def test_low_similarity_drops_only_the_latest_insight_and_resamples_up_to_limit():
+    """Eq. 8: one disagreement drops M^New_latest once; the resamples reuse that memory (no further drops)."""
     seen = []
 
     def sample(m_new, attempt):
@@ -70,8 +71,8 @@ def test_low_similarity_drops_latest_insight_and_resamples_up_to_limit():
 
     sel = select_action(sample, ["i1", "i2", "i3"], "reference", lambda a, b: 0.1, tau=0.8, max_samples=5)
     assert sel.samples == 5 and len(sel.similarities) == 5
-    assert seen == [["i1", "i2", "i3"], ["i1", "i2"], ["i1"], [], []]
-    assert sel.m_new == [] and sel.action == "action 4"  # the last sample is executed
+    assert seen == [["i1", "i2", "i3"], ["i1", "i2"], ["i1", "i2"], ["i1", "i2"], ["i1", "i2"]]
+    assert sel.m_new == ["i1", "i2"] and sel.action == "action 4"  # the last sample is executed
 
 
 def test_similar_first_sample_keeps_memory():
@@ -82,7 +83,7 @@ def test_similar_first_sample_keeps_memory():
 def test_resampling_stops_when_similarity_reaches_tau():
     sims = iter([0.2, 0.5, 0.85, 0.99])
     sel = select_action(lambda m, i: f"a{i}", ["i1", "i2", "i3"], "ref", lambda a, b: next(sims), tau=0.8)
-    assert sel.samples == 3 and sel.m_new == ["i1"] and sel.action == "a2"
+    assert sel.samples == 3 and sel.m_new == ["i1", "i2"] and sel.action == "a2"
 
 
 def test_tau_zero_never_resamples():
@@ -139,6 +140,20 @@ def test_agent_resample_limit_is_five_samples():
     d = agent.act("hall", None)
     reasoning_calls = [p for p in llm.prompts if not p.startswith(refrea.META_PROMPT[:30])]
     assert d.info["samples"] == 5 and len(reasoning_calls) == 5 and len(ref.prompts) == 1
+
+
+def test_agent_drops_one_insight_per_disagreeing_step_not_one_per_resample():
+    """Eq. 8 / Algorithm 1 line 9: five disagreeing samples cost M^New its latest entry only."""
+    llm = ScriptedLLM(["> look around"])
+    ref = ScriptedLLM(["> open door to kitchen"])
+    agent = RefReaAgent(llm, reference_llm=ref, embedder=ExactEmbedder(), meta_interval=100)
+    agent.load_memory({"m_new": ["a", "b", "c"], "m_target": ["t"]})
+    agent.begin_episode(Observation(text="hall", task="task"), task_id="t", episode=0, env=RewardEnv())
+    agent._t = 1  # past the t=0 meta-cognition call
+    d = agent.act("hall", None)
+    assert d.info["samples"] == 5 and agent.m_new == ["a", "b"] and agent.m_target == ["t"]
+    prompts = [p for p in llm.prompts if not p.startswith(refrea.META_PROMPT[:30])]
+    assert "- c" in prompts[0] and all("- c" not in p and "- b" in p for p in prompts[1:])
 
 
 def test_no_reference_ablation_never_calls_reference_model():

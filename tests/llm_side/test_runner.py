@@ -141,6 +141,7 @@ def test_progress_bar_shows_done_success_and_eta(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert "2/2" in err and "success 1/2 (50%)" in err and "<00:00" in err  # done/total, success so far, ETA
+    assert "success 0/0 (0%), step 1/2" in err and "step 2/2" in err  # the episode under way shows its step
 
 
 class _BackendDown(RuntimeError):

@@ -33,23 +33,51 @@ RECORDS = [
 ]
 
 
-def test_sft_rows_only_from_successes():
-    rows = sft.sft_examples(RECORDS)
-    assert len(rows) == 2
-    assert rows[0]["prompt"].endswith("Your task is to: win.\n>")
-    assert rows[0]["completion"] == " think: plan\nOK.\n> win\ndone\n>"
+class _ExamplesEnv:
+    def react_examples(self, task_id):
+        return f"EXAMPLE GAME FOR {task_id}\n> think: an example thought\nOK.\n"
+
+
+def test_sft_rows_are_the_run_time_prompts_of_successful_steps():
+    """Point 10 of issue 16: the actor is fine-tuned on the prompt it sees when it acts."""
+    from llm_side.agents.reflexion import ReflexionAgent
+    from llm_side.backends.scripted import ScriptedLLM
+    from llm_side.harness.contracts import Observation
+
+    recs = [dict(r, memory={"reflections": [{"text": f"lesson {r['task']}{r['episode']}"}]}) for r in RECORDS]
+    rows = sft.sft_examples(recs, _ExamplesEnv())
+    assert len(rows) == 4  # two successful episodes x two steps; failures give none
+    assert [r["completion"] for r in rows] == [" think: plan\n", " win\n"] * 2
+    # the prompt of a-1's second step is what the Reflexion actor itself builds at that step
+    llm = ScriptedLLM(["think: plan", "win"])
+    actor = ReflexionAgent(llm)
+    actor.load_memory({"reflections": [{"text": "lesson a0"}]})
+    actor.begin_episode(Observation(text="Room.\nYour task is to: win.", task="win"), task_id="a", episode=1,
+                        env=_ExamplesEnv())
+    actor.act("Room.\nYour task is to: win.", None)
+    actor.act("OK.", None)
+    assert rows[1]["prompt"] == llm.prompts[1] and rows[0]["prompt"] == llm.prompts[0]
+    assert "EXAMPLE GAME FOR a" in rows[0]["prompt"] and "Trial 0: lesson a0" in rows[0]["prompt"]
+    assert rows[2]["prompt"].count("Trial ") == 1 and "lesson b1" in rows[2]["prompt"]
 
 
 def test_preference_pairs_follow_the_paper_rules():
-    pos, neg = dpo.reflection_outcomes(RECORDS, include_unhelpful=False)
+    pos, neg = dpo.reflection_outcomes(RECORDS)  # the paper's rules are the default
     assert [(p["task"], p["episode"]) for p in pos] == [("a", 0), ("b", 1)]  # fail -> success
     assert [(n["task"], n["episode"]) for n in neg] == [("a", 1)]  # success -> fail
     _, neg2 = dpo.reflection_outcomes(RECORDS, include_unhelpful=True)
     assert ("b", 0) in [(n["task"], n["episode"]) for n in neg2]  # fail -> fail counts as unhelpful
     pairs = dpo.preference_pairs(RECORDS)
-    assert pairs[0] == {"prompt": "PROMPT a 0\nNew plan:", "chosen": " go to the desk first",
-                        "rejected": " keep doing that"}  # same-task negative first
-    assert all(p["chosen"] != p["rejected"] for p in pairs)
+    # paper default: task b's positive has no success->failure negative in task b, so it forms no pair
+    assert pairs == [{"prompt": "PROMPT a 0\nNew plan:", "chosen": " go to the desk first",
+                      "rejected": " keep doing that"}]
+    # named extras: fail->fail negatives, and negatives from another task
+    unhelpful = dpo.preference_pairs(RECORDS, include_unhelpful=True)
+    assert {"prompt": "PROMPT b 1\nNew plan:", "chosen": " try the drawer", "rejected": " look around more"} \
+        in unhelpful
+    cross = dpo.preference_pairs(RECORDS, cross_task=True)
+    assert {"prompt": "PROMPT b 1\nNew plan:", "chosen": " try the drawer", "rejected": " keep doing that"} in cross
+    assert all(p["chosen"] != p["rejected"] for p in unhelpful + cross)
 
 
 def test_empty_training_data_errors_are_clear(tmp_path):
@@ -74,7 +102,7 @@ def test_sft_real_lora_steps(tiny_llama, tmp_path):
     m = sft.run_sft(tiny_llama, sft.sft_examples(RECORDS), out, max_steps=3, lr=5e-3)
     assert m["steps"] == 3 and all(math.isfinite(x) for x in m["losses"]) and m["lora_delta"] > 0
     assert (out / "adapter" / "adapter_config.json").is_file() and (out / "merged" / "config.json").is_file()
-    assert json.loads((out / sft.METRICS_FILE).read_text())["rows"] == 2
+    assert json.loads((out / sft.METRICS_FILE).read_text())["rows"] == 4  # one row per successful step
     assert not list(tmp_path.glob(".actor.tmp-*"))  # staging folder renamed, not left behind
     from llm_side.backends import load_llm
     assert isinstance(load_llm(f"hf:{out / 'merged'}").complete("Room.\n>", max_tokens=3)[0], str)

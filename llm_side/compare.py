@@ -1,0 +1,224 @@
+"""`muse-llm compare`: MUSE-LLM's Tables 3 and 4 (paper 000 §4.2) - ReAct, Reflexion and MUSE on the
+same test episodes.
+
+    muse-llm compare --config configs/llm/alfworld-compare.yaml --out runs/compare [--limit 5]
+
+Every agent runs the same tasks, the same episode count (`adapt_episodes + test_episodes`, 5 + 5 in the
+paper), the same per-episode seeds, step limit and model, each into OUT/<agent>/ with `muse-llm run`
+(so each resumes). The tables are computed from those folders, and refused if the folders do not hold
+identical (task, episode, seed) sets and settings.
+
+Columns, as in Tables 3-4:
+  - "Additional adaptation": the test episodes after the first `adapt_episodes` of each task;
+  - "Pre-trained model": the first `test_episodes` episodes of each task. In the paper this is a second
+    run with test episodes only; it is the same thing here: before episode `adapt_episodes` nothing has
+    been adapted (MUSE refits M_sa after its last adaptation episode; reflections grow across test
+    episodes in both conditions) and the per-episode seeds are the same, so those episodes are the
+    no-adaptation test episodes. Shown only when test_episodes <= adapt_episodes.
+Time to success counts a failed episode as 100 steps (§4.2.2); a column with no success says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llm_side.harness import metrics
+from llm_side.harness.summary import TIME_PENALTY
+
+AGENTS = ("react", "reflexion", "muse")
+KEYS = ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes",
+        "agents", "env_opt", "agent_opt")
+
+
+class CompareError(ValueError):
+    """Bad input or runs that are not like for like: one line on stderr, exit 2."""
+
+
+def load_config(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    p = Path(path)
+    if not p.is_file():
+        raise CompareError(f"config file {p} not found")
+    data = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(data, dict):
+        raise CompareError(f"{p} must hold a mapping of compare settings")
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise CompareError(f"{p}: unknown key(s) {unknown}; allowed: {', '.join(KEYS)}")
+    return data
+
+
+def run_argv(agent: str, cfg: dict[str, Any], out: Path, progress: bool) -> list[str]:
+    """The `muse-llm run` command line of one agent: identical settings for every agent; MUSE also gets
+    `adapt_episodes` (its M_sa refit point), every agent its own `agent_opt[agent]`."""
+    argv = ["run", "--env", str(cfg["env"]), "--agent", agent, "--out", str(out / agent),
+            "--episodes", str(int(cfg["adapt_episodes"]) + int(cfg["test_episodes"])), "--seed", str(cfg["seed"])]
+    for key, flag in (("split", "--split"), ("tasks", "--tasks"), ("limit", "--limit"), ("max_steps", "--max-steps"),
+                      ("model", "--model")):
+        if cfg.get(key) is not None:
+            argv += [flag, str(cfg[key])]
+    for k, v in (cfg.get("env_opt") or {}).items():
+        argv += ["--env-opt", f"{k}={v}"]
+    opts = dict((cfg.get("agent_opt") or {}).get(agent) or {})
+    if agent == "muse":
+        opts.setdefault("adapt_episodes", int(cfg["adapt_episodes"]))
+    for k, v in opts.items():
+        argv += ["--agent-opt", f"{k}={v}"]
+    if not progress:
+        argv.append("--no-progress")
+    return argv
+
+
+def _load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    import json
+
+    from llm_side.harness.records import load_records
+
+    run_file = folder / "run.json"
+    if not run_file.is_file():
+        raise CompareError(f"{folder} holds no run (no run.json); run `muse-llm compare` without --report-only first")
+    return json.loads(run_file.read_text()), load_records(folder)
+
+
+def check_like_for_like(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
+    """Refuse runs that differ in settings or in the (task, episode, seed) episodes they hold."""
+    names = list(runs)
+    ref_info, ref_recs = runs[names[0]]
+    ref_eps = sorted((str(r["task"]), int(r["episode"]), r.get("seed")) for r in ref_recs)
+    for name in names[1:]:
+        info, recs = runs[name]
+        for key in ("env", "model", "max_steps", "seed", "episodes", "tasks"):
+            if info.get(key) != ref_info.get(key):
+                raise CompareError(f"runs '{names[0]}' and '{name}' differ in {key} ({ref_info.get(key)!r} vs "
+                                   f"{info.get(key)!r}); rerun them with the same settings")
+        eps = sorted((str(r["task"]), int(r["episode"]), r.get("seed")) for r in recs)
+        if eps != ref_eps:
+            missing = sorted(set(ref_eps) ^ set(eps))[:3]
+            raise CompareError(f"runs '{names[0]}' and '{name}' hold different episodes (e.g. {missing}); "
+                               "finish both runs (rerun the same command) before comparing")
+
+
+def window(records: list[dict[str, Any]], first: int, count: int) -> list[dict[str, Any]]:
+    return [r for r in records if first <= int(r["episode"]) < first + count]
+
+
+def figures(records: list[dict[str, Any]]) -> tuple[str, str]:
+    """(success rate %, time to success) of a window, in words when degenerate."""
+    if not records:
+        return "n/a: no episodes", "n/a: no episodes"
+    succ = [bool(r["success"]) for r in records]
+    rate = f"{100 * metrics.success_rate(succ):.0f}% ({sum(succ)}/{len(succ)})"
+    if not any(succ):
+        return rate, "n/a: no episode succeeded"
+    steps = [int(r["steps"]) for r in records]
+    return rate, f"{metrics.mean_time_to_success(steps, succ, penalty=TIME_PENALTY):.1f}"
+
+
+def self_awareness(records: list[dict[str, Any]]) -> str:
+    """Table 2's figures over the test chunks (chunk-wise M_sa predictions vs the episode outcome)."""
+    scores, labels = [], []
+    for r in records:
+        for s in r.get("chunk_competence") or []:
+            scores.append(float(s))
+            labels.append(bool(r["success"]))
+    if not scores:
+        return "no M_sa predictions recorded"
+    if len(set(labels)) == 1:
+        return (f"{len(scores)} chunks, one outcome class (all {'succeeded' if labels[0] else 'failed'}): AUROC "
+                f"undefined, accuracy {metrics.accuracy(scores, labels, 0.5):.3f}")
+    return (f"{len(scores)} chunks: AUROC {metrics.auroc(scores, labels):.3f}, "
+            f"accuracy {metrics.accuracy(scores, labels, 0.5):.3f}")
+
+
+def tables(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], adapt: int, test: int) -> str:
+    """Markdown of Tables 3 and 4 (and MUSE's Table 2 line) for like-for-like runs."""
+    check_like_for_like(runs)
+    info = next(iter(runs.values()))[0]
+    pre = test <= adapt
+    head = "| Agent | " + ("Pre-trained model | " if pre else "") + "Additional adaptation |"
+    rule = "| --- | " + ("--- | " if pre else "") + "--- |"
+    t3, t4 = [head, rule], [head, rule]
+    for name, (_, recs) in runs.items():
+        cells = [figures(window(recs, 0, test))] if pre else []
+        cells.append(figures(window(recs, adapt, test)))
+        t3.append(f"| {name} | " + " | ".join(c[0] for c in cells) + " |")
+        t4.append(f"| {name} | " + " | ".join(c[1] for c in cells) + " |")
+    n_tasks = len({r["task"] for r in next(iter(runs.values()))[1]})
+    setting = (f"{n_tasks} tasks of env {info.get('env')}, model {info.get('model')}, max steps "
+               f"{info.get('max_steps') or 'env default'}, seed {info.get('seed')}; pre-trained = episodes 1-{test}, "
+               f"adaptation = episodes {adapt + 1}-{adapt + test} of each task")
+    out = [f"Same test episodes for every agent: {setting}.", "",
+           "## Table 3: success rate on the test episodes", "", *t3, "",
+           f"## Table 4: time to success (failures count {TIME_PENALTY} steps)", "", *t4]
+    if "muse" in runs:
+        recs = runs["muse"][1]
+        out += ["", "## Table 2: MUSE self-awareness on the test episodes", ""]
+        if pre:
+            out.append(f"- pre-trained: {self_awareness(window(recs, 0, test))}")
+        out.append(f"- additional adaptation: {self_awareness(window(recs, adapt, test))}")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="muse-llm compare", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", help="YAML of compare settings (configs/llm/alfworld-compare.yaml)")
+    p.add_argument("--out", required=True, type=Path, help="folder; each agent runs into OUT/<agent>/")
+    p.add_argument("--agents", help=f"comma-separated (default {','.join(AGENTS)})")
+    p.add_argument("--env")
+    p.add_argument("--split")
+    p.add_argument("--tasks")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--max-steps", type=int)
+    p.add_argument("--model")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--adapt-episodes", type=int, help="adaptation episodes per task (paper: 5)")
+    p.add_argument("--test-episodes", type=int, help="test episodes per task (paper: 5)")
+    p.add_argument("--agent-opt", action="append", default=[], metavar="AGENT:K=V",
+                   help="option for one agent, e.g. muse:msa=runs/pipe/msa (repeatable)")
+    p.add_argument("--report-only", action="store_true", help="only print the tables of existing runs")
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        cfg = {"env": "alfworld", "seed": 0, "adapt_episodes": 5, "test_episodes": 5, "agents": list(AGENTS),
+               **load_config(a.config)}
+        for key in ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes"):
+            if getattr(a, key) is not None:
+                cfg[key] = getattr(a, key)
+        if a.agents:
+            cfg["agents"] = [x.strip() for x in a.agents.split(",") if x.strip()]
+        if isinstance(cfg["agents"], str):
+            cfg["agents"] = [x.strip() for x in cfg["agents"].split(",") if x.strip()]
+        if int(cfg["adapt_episodes"]) < 0 or int(cfg["test_episodes"]) < 1:
+            raise CompareError("adapt_episodes must be >= 0 and test_episodes >= 1")
+        agent_opt = {k: dict(v or {}) for k, v in (cfg.get("agent_opt") or {}).items()}
+        for item in a.agent_opt:
+            agent, sep, kv = item.partition(":")
+            if not sep or "=" not in kv:
+                raise CompareError(f"--agent-opt expects AGENT:KEY=VALUE (e.g. muse:msa=DIR), got '{item}'")
+            k, v = kv.split("=", 1)
+            agent_opt.setdefault(agent.strip(), {})[k.strip()] = v.strip()
+        cfg["agent_opt"] = agent_opt
+        if not a.report_only:
+            from llm_side import cli
+
+            for agent in cfg["agents"]:
+                rc = cli.main(run_argv(agent, cfg, a.out, not a.no_progress))
+                if rc:
+                    return rc
+        runs = {agent: _load(a.out / agent) for agent in cfg["agents"]}
+        print(tables(runs, int(cfg["adapt_episodes"]), int(cfg["test_episodes"])), end="")
+    except (CompareError, FileNotFoundError) as exc:
+        print(f"muse-llm compare: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

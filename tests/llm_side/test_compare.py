@@ -1,0 +1,69 @@
+"""`muse-llm compare` (point 9 of issue 16): ReAct, Reflexion and MUSE on identical test episodes,
+Tables 3-4 from the test windows, refused when runs are not like for like."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from llm_side import compare, registry  # noqa: E402
+from llm_side.cli import main  # noqa: E402
+from llm_side.harness.files import read_jsonl  # noqa: E402
+
+
+def test_every_agent_gets_the_same_run_command():
+    cfg = {"env": "alfworld", "split": "eval_out_of_distribution", "limit": 3, "max_steps": 50, "model": "qwen0.5b",
+           "seed": 0, "adapt_episodes": 5, "test_episodes": 5, "agent_opt": {"muse": {"msa": "M"}}}
+    argvs = {a: compare.run_argv(a, cfg, Path("out"), progress=False) for a in compare.AGENTS}
+
+    def common(argv):
+        drop = {"--agent", "--out", "--agent-opt"}
+        return [x for i, x in enumerate(argv) if x not in drop and (i == 0 or argv[i - 1] not in drop)]
+
+    assert common(argvs["react"]) == common(argvs["reflexion"]) == common(argvs["muse"])
+    assert argvs["react"][argvs["react"].index("--episodes") + 1] == "10"  # 5 adaptation + 5 test
+    assert "msa=M" in argvs["muse"] and "adapt_episodes=5" in argvs["muse"] and "--agent-opt" not in argvs["react"]
+
+
+@pytest.fixture()
+def fake_agents(monkeypatch):
+    monkeypatch.setitem(registry.ENVS, "fake", "harness_fakes:make_env")
+    monkeypatch.setitem(registry.AGENTS, "memory-a", "harness_fakes:make_agent")
+    monkeypatch.setitem(registry.AGENTS, "memory-b", "harness_fakes:make_agent")
+
+
+def test_compare_runs_identical_episodes_and_prints_tables_3_and_4(tmp_path, capsys, fake_agents):
+    out = tmp_path / "cmp"
+    argv = ["compare", "--env", "fake", "--agents", "memory-a,memory-b", "--adapt-episodes", "1", "--test-episodes",
+            "1", "--max-steps", "3", "--model", "smollm2", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    a, b = (list(read_jsonl(out / n / "episodes.jsonl")) for n in ("memory-a", "memory-b"))
+    key = lambda recs: sorted((r["task"], r["episode"], r["seed"]) for r in recs)  # noqa: E731
+    assert key(a) == key(b) and len(a) == 3 * 2  # 3 tasks x (1 adaptation + 1 test)
+    # the memory agent fails its first episode and wins once it remembers the failure
+    assert "| memory-a | 0% (0/3) | 100% (3/3) |" in text
+    assert "| memory-b | n/a: no episode succeeded | 1.0 |" in text
+    assert "Same test episodes for every agent: 3 tasks of env fake, model smollm2, max steps 3" in text
+    assert main(["compare", "--env", "fake", "--agents", "memory-a,memory-b", "--adapt-episodes", "1",
+                 "--test-episodes", "1", "--out", str(out), "--report-only"]) == 0
+    assert capsys.readouterr().out == text[text.index("Same test episodes"):]
+
+
+def test_compare_refuses_runs_that_differ(tmp_path, capsys, fake_agents):
+    out = tmp_path / "cmp"
+    base = ["--env", "fake", "--adapt-episodes", "1", "--test-episodes", "1", "--model", "smollm2", "--no-progress"]
+    for agent, steps in (("memory-a", "3"), ("memory-b", "5")):
+        assert main(["run", "--env", "fake", "--agent", agent, "--episodes", "2", "--max-steps", steps,
+                     "--model", "smollm2", "--out", str(out / agent), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["compare", *base, "--agents", "memory-a,memory-b", "--out", str(out), "--report-only"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "differ in max_steps (3 vs 5)" in err[0]
+    run = json.loads((out / "memory-b" / "run.json").read_text())
+    assert run["max_steps"] == 5
