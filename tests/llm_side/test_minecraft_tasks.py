@@ -17,7 +17,9 @@ def test_fifty_tasks_with_table7_levels_and_limits():
     ids = task_ids()
     assert len(ids) == 50 == len(set(ids))
     counts = {lv: len(task_ids(lv)) for lv in LEVELS}
-    assert counts == {"basic": 10, "easy": 10, "medium": 9, "hard": 11, "complex": 10}
+    assert counts == {lv: 10 for lv in LEVELS}  # Table 7: 10 tasks per level
+    assert TASKS["mine_iron_ore"].level == "medium"  # Table 7 (8 sub-goals, stone pickaxe)
+    assert ids[-1] == "craft_raw_gold_block" and TASKS[ids[-1]].name == "craft raw gold block"  # Table 8
     assert {TASKS[t].tick_limit for t in task_ids("basic") + task_ids("easy")} == {12000}
     assert {TASKS[t].tick_limit for t in task_ids("medium")} == {24000}
     assert {TASKS[t].tick_limit for t in task_ids("hard") + task_ids("complex")} == {36000}
