@@ -43,8 +43,8 @@ EVALUATE_PROMPT = """You review the plan of a Minecraft player after a step went
 Current observation: {obs}
 Similar failed cases from the past: {history}
 Sub-goal: {subgoal}; steps taken: {actions}; remaining steps: {plan}
-Is the remaining plan rational? Answer in JSON: {"rational": true/false, "suggestion": "what to change", \
-"confidence": 0.0-1.0}
+Is the remaining plan rational? Answer in JSON with "rational" (true or false), "suggestion" (what to \
+change) and "confidence" (one number from 0 to 1), e.g. {"rational": false, "suggestion": "...", "confidence": 0.6}
 Answer:"""
 
 REGULATE_PROMPT = """You are a helpful planner in Minecraft. Task: {task}.
