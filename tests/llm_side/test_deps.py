@@ -29,6 +29,10 @@ def test_deps_replans_from_llm_reflection_without_verifier_or_pools(tmp_path):
     assert not any("execution constraints" in p for p in llm.prompts)  # no verifier
     plan_prompts = [p for p in llm.prompts if "RESPONSE FORMAT" in p]
     assert "find iron ore first" in plan_prompts[1] and "current environment: unknown" in plan_prompts[0]
+    assert not any("Break the task into" in p for p in llm.prompts)  # one flat workflow, no eq. 1 levels
+    # the advice names no agent component a small model could take for a game object ("find reflector")
+    advice = [p.split("the reflection is:")[-1] for p in plan_prompts[1:]]
+    assert advice and not any(w in a.lower() for a in advice for w in ("reflector", "verifier", "planner"))
 
 
 def test_deps_rejects_ablation_switches_and_other_envs():

@@ -17,7 +17,9 @@ def test_fifty_tasks_with_table7_levels_and_limits():
     ids = task_ids()
     assert len(ids) == 50 == len(set(ids))
     counts = {lv: len(task_ids(lv)) for lv in LEVELS}
-    assert counts == {"basic": 10, "easy": 10, "medium": 9, "hard": 11, "complex": 10}
+    assert counts == {lv: 10 for lv in LEVELS}  # Table 7: 10 tasks per level
+    assert TASKS["mine_iron_ore"].level == "medium"  # Table 7 (8 sub-goals, stone pickaxe)
+    assert ids[-1] == "craft_raw_gold_block" and TASKS[ids[-1]].name == "craft raw gold block"  # Table 8
     assert {TASKS[t].tick_limit for t in task_ids("basic") + task_ids("easy")} == {12000}
     assert {TASKS[t].tick_limit for t in task_ids("medium")} == {24000}
     assert {TASKS[t].tick_limit for t in task_ids("hard") + task_ids("complex")} == {36000}
@@ -73,17 +75,18 @@ def test_time_limit_ends_the_episode():
 def test_report_tables_in_table2_layout():
     pools = {"rule_pool": 1, "success_pool": 1, "failure_pool": 0}
     recs = [
-        {"env": "minecraft", "task": "mine_log", "agent": "metagent-p", "success": True, "replans": 0, **pools},
+        {"env": "minecraft", "task": "mine_log", "agent": "metagent-p", "success": True, "replans": 0,
+         "recoveries": 0, **pools},
         {"env": "minecraft", "task": "mine_log", "agent": "metagent-p", "success": False, "replans": 2,
-         **pools, "rule_pool": 3, "failure_pool": 2},
+         "recoveries": 2, **pools, "rule_pool": 3, "failure_pool": 2},
         {"env": "minecraft", "task": "craft_iron_pickaxe", "agent": "deps", "success": False, "replans": 5},
         {"env": "minecraft", "task": "mine_log", "agent": "metagent-p", "ablation": "base", "success": False},
     ]
     (t2_title, t2), (t8_title, t8), (t4_title, t4) = report_tables(recs)
     assert "Tables 2-3" in t2_title and "Table 8" in t8_title and "Table 4" in t4_title
-    assert "| metagent-p (base) | 0.00 / 0.0 |" in t2
+    assert "| metagent-p (base) | 0.00 / - |" in t2  # RC over successful episodes: none
     assert "| metagent-p | 1 | 1 | 1 | 0 |" in t4 and "| metagent-p | 2 | 3 | 1 | 2 |" in t4
-    assert "| metagent-p | 50.00 / 1.0 | - | - | - | - |" in t2
-    assert "| deps | - | - | - | 0.00 / 5.0 | - |" in t2
+    assert "| metagent-p | 50.00 / 0.0 | - | - | - | - |" in t2  # the failed episode's 2 recoveries don't count
+    assert "| deps | - | - | - | 0.00 / - | - |" in t2
     assert "| hard | craft_iron_pickaxe |" in t8
     assert report_tables([{"env": "alfworld", "task": "x"}]) == []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_side.envs.minecraft.data import SMELT_TICKS, SMELTING, canonical, load_game_data
+from llm_side.envs.minecraft.data import LATER, SMELT_TICKS, SMELTING, canonical, load_game_data
 from llm_side.envs.minecraft.world import NIGHT, World, parse_action
 
 
@@ -128,6 +128,8 @@ def test_smelting_table_matches_vanilla_recipe_json():
 
     folder = Path(plancraft.__file__).parent / "environment" / "recipes"
     for src, result in SMELTING.items():
+        if src in LATER["items"]:  # 1.17 (raw gold): plancraft ships 1.16 recipe files
+            continue
         if result in ("glass", "iron_ingot", "gold_ingot", "stone", "charcoal"):
             recipe = json.loads((folder / f"{result}.json").read_text())
             assert recipe["type"] == "minecraft:smelting" and recipe["cookingtime"] == SMELT_TICKS

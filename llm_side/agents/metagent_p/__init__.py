@@ -2,7 +2,9 @@
 
 Options (`--agent-opt key=value`): ablation=base|planner|verifier|full (Table 3 ladder, default
 full), or the single switches experience=, verifier=, metacognitive=; max_tokens=N, max_replans=N,
-alpha=/beta= (eq. 7 weights), replan_limit=N, memory_file=PATH (pools saved after every episode).
+alpha=/beta= (eq. 7 weights), replan_limit=N, decompose=true|false (eq. 1's sub-goal level),
+regulation=llm|message-rules (the latter an ablation, not the paper's), rule_evidence=N (confirmations
+before a rule may veto), rule_veto_limit=N, memory_file=PATH (pools saved after every episode).
 """
 
 from __future__ import annotations

@@ -178,3 +178,20 @@ def parse_reflection(text: Any) -> tuple[bool, str, float] | None:
             s = re.search(r"suggestion\W+(.+)", text, flags=re.I)
             return False, (s.group(1).strip() if s else ""), _unit(m.group(1)) or 0.0
     return None
+
+
+def parse_subgoals(text: Any, limit: int = 16) -> list[str] | None:
+    """Decomposition / regulation response -> sub-goal strings, from {"subgoals": [...]} or a bare
+    list (items may be strings or {"subgoal": ...} objects). None when nothing usable is found."""
+    obj = extract_json(text)
+    if isinstance(obj, dict):
+        obj = next((obj[k] for k in ("subgoals", "sub_goals", "sub-goals", "goals", "plan") if k in obj), None)
+    if not isinstance(obj, list):
+        return None
+    out: list[str] = []
+    for g in obj:
+        if isinstance(g, dict):
+            g = next((v for k, v in g.items() if "goal" in str(k).lower() or k in ("name", "task")), None)
+        if isinstance(g, str | int | float) and str(g).strip():
+            out.append(" ".join(str(g).split())[:120])
+    return out[:limit] or None

@@ -1,9 +1,14 @@
-"""Experience-enhanced planner (paper 002, section 2.2, prompt of Table 9): the LLM decomposes the
-task into a JSON workflow of actions, with the most similar successful cases, the verifier's or
-reflector's feedback, the scene and the inventory in the prompt.
+"""Experience-enhanced planner (paper 002, section 2.2): the two levels of eq. 1. `decompose` asks the
+LLM for the task's sub-goals {g_1..g_n} (with the most similar successful cases); `plan` asks for the
+actions of one sub-goal in Table 9's JSON workflow form, with the scene, the inventory, the experience,
+the verifier's rules as guidance (top-down, "rules converted into prompts") and the feedback of the
+last check or review in the reflection slot.
 
-Malformed JSON is retried a bounded number of times (temperature raised); after that the caller
-gets None and falls back (the most similar successful plan, else an exploratory plan).
+Choices the paper leaves open: appendix F gives only the action-level prompt (Table 9), so the
+decomposition prompt is ours, in the same style, with one example; Plancraft (one crafting target) is
+not decomposed, its only sub-goal is the task. Malformed JSON is retried a bounded number of times
+(temperature raised); after that the caller gets None (decomposition: the task itself is the one
+sub-goal; actions: the agent falls back, see `agent.py`).
 """
 
 from __future__ import annotations
@@ -12,7 +17,19 @@ import json
 from typing import Any
 
 from llm_side.agents.metagent_p.memory import SuccessCase
-from llm_side.agents.metagent_p.parsing import parse_workflow
+from llm_side.agents.metagent_p.parsing import parse_subgoals, parse_workflow
+
+DECOMPOSE_HEADER = """You are a helpful planner in Minecraft. Break the task into an ordered list of sub-goals. \
+Each sub-goal obtains, crafts, smelts or equips one item, using game item names.
+RESPONSE FORMAT: {"subgoals": ["sub-goal", "sub-goal"]}
+Ensure the response can be parsed by Python json.loads.
+Example:
+USER:
+- task: cobblestone, quantity: 4, tool: wooden pickaxe
+- inventory: {"wooden_pickaxe": 1}
+SYSTEM:
+{"subgoals": ["equip 1 wooden_pickaxe", "mine 4 cobblestone"]}
+"""
 
 MINECRAFT_HEADER = """You are a helpful planner in Minecraft, and good at planning workflows to complete \
 tasks. Create a workflow composed of a sequence of actions to complete the task.
@@ -49,32 +66,68 @@ SYSTEM:
 
 
 class Planner:
-    """LLM planner; `use_experience=False` is the LLM-only planner of the ablation's base model."""
+    """LLM planner; `use_experience=False` is the LLM-only planner of the ablation's base model;
+    `decompose_header=None` plans the whole task as one sub-goal."""
 
     def __init__(self, llm: Any, header: str = MINECRAFT_HEADER, use_experience: bool = True,
-                 retries: int = 2, max_tokens: int = 256):
+                 retries: int = 2, max_tokens: int = 256, decompose_header: str | None = DECOMPOSE_HEADER):
         self.llm = llm
         self.header = header
+        self.decompose_header = decompose_header
         self.use_experience = use_experience
         self.retries = retries
         self.max_tokens = max_tokens
         self.calls = 0
         self.parse_failures = 0
 
-    def prompt(self, task_info: dict[str, Any], scene: str, inventory: dict[str, int],
-               experience: list[SuccessCase], feedback: str) -> str:
-        info = ", ".join(f"{k}: {v}" for k, v in task_info.items() if v is not None)
-        exp = "none"
+    def _experience(self, experience: list[SuccessCase]) -> str:
         if self.use_experience and experience:
-            exp = " | ".join(f"task {c.task}: plan {json.dumps(c.plan[:12])}" for c in experience[:2])
+            return " | ".join(f"task {c.task}: plan {json.dumps(c.plan[:12])}" for c in experience[:2])
+        return "none"
+
+    @staticmethod
+    def _info(task_info: dict[str, Any]) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in task_info.items() if v is not None)
+
+    def decompose_prompt(self, task_info: dict[str, Any], scene: str, inventory: dict[str, int],
+                         experience: list[SuccessCase], feedback: str = "") -> str:
         inv = json.dumps({k: v for k, v in inventory.items() if v > 0})
-        return (f"{self.header}USER:\n- task: {info}\n- current environment: {scene}\n- inventory: {inv}\n"
-                f"- based on experience: {exp}\n- the reflection is: {feedback or 'none'}\nSYSTEM:\n")
+        return (f"{self.decompose_header}USER:\n- task: {self._info(task_info)}\n- current environment: {scene}\n"
+                f"- inventory: {inv}\n- based on experience: {self._experience(experience)}\n"
+                f"- the reflection is: {feedback or 'none'}\nSYSTEM:\n")
+
+    def decompose(self, task_info: dict[str, Any], scene: str, inventory: dict[str, int],
+                  experience: list[SuccessCase] | None = None, feedback: str = "") -> list[str] | None:
+        """Eq. 1, first level: the sub-goals g_1..g_n, or None (no decomposition prompt, or unparseable)."""
+        if self.decompose_header is None:
+            return None
+        prompt = self.decompose_prompt(task_info, scene, inventory, experience or [], feedback)
+        for attempt in range(self.retries + 1):
+            self.calls += 1
+            reply = self.llm.complete(prompt, max_tokens=min(self.max_tokens, 128),
+                                      temperature=0.0 if attempt == 0 else 0.8, seed=attempt, stop=["\nUSER:"])[0]
+            goals = parse_subgoals(reply)
+            if goals:
+                return goals
+            self.parse_failures += 1
+        return None
+
+    def prompt(self, task_info: dict[str, Any], scene: str, inventory: dict[str, int],
+               experience: list[SuccessCase], feedback: str, subgoal: str | None = None,
+               rules: list[str] | None = None) -> str:
+        inv = json.dumps({k: v for k, v in inventory.items() if v > 0})
+        goal = f"- current sub-goal: {subgoal}\n" if subgoal else ""
+        guide = f"- known rules: {'; '.join(rules)}\n" if rules else ""
+        return (f"{self.header}USER:\n- task: {self._info(task_info)}\n{goal}- current environment: {scene}\n"
+                f"- inventory: {inv}\n- based on experience: {self._experience(experience)}\n{guide}"
+                f"- the reflection is: {feedback or 'none'}\nSYSTEM:\n")
 
     def plan(self, task_info: dict[str, Any], scene: str, inventory: dict[str, int],
-             experience: list[SuccessCase] | None = None, feedback: str = "") -> list[dict[str, Any]] | None:
-        """A flat list of {"name", "args"} actions, or None after `retries` unparseable replies."""
-        prompt = self.prompt(task_info, scene, inventory, experience or [], feedback)
+             experience: list[SuccessCase] | None = None, feedback: str = "", subgoal: str | None = None,
+             rules: list[str] | None = None) -> list[dict[str, Any]] | None:
+        """Eq. 1, second level: a flat list of {"name", "args"} actions for `subgoal` (the whole task when
+        None), or None after `retries` unparseable replies."""
+        prompt = self.prompt(task_info, scene, inventory, experience or [], feedback, subgoal, rules)
         for attempt in range(self.retries + 1):
             self.calls += 1
             reply = self.llm.complete(prompt, max_tokens=self.max_tokens, temperature=0.0 if attempt == 0 else 0.8,

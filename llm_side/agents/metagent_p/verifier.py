@@ -1,11 +1,25 @@
 """Symbolic reasoning-driven verifier (paper 002, section 2.3): explicit if-then rules checked first,
 the LLM for actions no rule covers, and bottom-up rule learning from the LLM's answers (appendix
 F.2) with rule scoring (eq. 5, appendix F.3): eval(r) = 0.3 s_c + 0.3 s_p + 0.4 s_a, kept when
-eval(r) > 0.85.
+eval(r) > 0.85. Top-down guidance: `guidance()` turns the pool into prompt text for the planner.
 
 A rule is keyed by "<action>, <object>" (e.g. "craft, stone_pickaxe") and holds conditions that
 can be checked against the inventory: `has item n` ("Check if inventory contains 3 cobblestone and
 2 stick") or `slot` (the action's source slot is not empty, for Plancraft).
+
+Choices the paper leaves open (written down here), so that a small LLM's wrong rules cannot deadlock
+the agent:
+- Evidence before veto. A rule enters the pool on its eq. 5 score (the paper), but it may veto an
+  action only once the environment has confirmed it `min_evidence` times: the action ran while the
+  rule's condition was false, and it failed. Until then the rule is a candidate: it is guidance in
+  prompts, and the action runs so that the outcome is evidence.
+- A rule is dropped when the action it forbids runs with its condition false and succeeds (the plan
+  it would block succeeds). After `veto_limit` vetoes of one action in an episode, the rules let it run
+  for the rest of the episode, so a confirmed-but-wrong rule meets that test instead of spending the
+  replan budget.
+- The LLM's own verdict (no rule covers the action) vetoes an action at most once per episode; the
+  next time the environment decides.
+- Feedback never names the component ("verifier: ..."): it says which step cannot run and why.
 """
 
 from __future__ import annotations
@@ -84,15 +98,24 @@ class Rule:
     text: str
     conditions: list[Condition]
     score: float
+    confirmed: int = 0  # times the action ran with the condition false and failed
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "text": self.text, "score": self.score,
+        return {"key": self.key, "text": self.text, "score": self.score, "confirmed": self.confirmed,
                 "conditions": [dataclasses.asdict(c) for c in self.conditions]}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Rule:
         return Rule(str(d["key"]), str(d.get("text", "")),
-                    [Condition(**c) for c in d.get("conditions", [])], float(d.get("score", 0.0)))
+                    [Condition(**c) for c in d.get("conditions", [])], float(d.get("score", 0.0)),
+                    int(d.get("confirmed", 0)))
+
+    def missing(self, inventory: dict[str, int], args: dict[str, Any], canon: Any) -> list[Condition]:
+        return [c for c in self.conditions if not c.holds(inventory, args, canon)]
+
+    def describe(self) -> str:
+        action, _, obj = self.key.partition(", ")
+        return f"{action} {obj}".strip() + ": " + re.sub(r"^\s*rule\s*\d*\s*[:.)-]\s*", "", self.text, flags=re.I)
 
 
 def parse_rule_text(text: str) -> list[Condition]:
@@ -135,22 +158,35 @@ class Feedback:
 
 
 class Verifier:
-    """Checks an action's prerequisites against the inventory; learns rules from the LLM."""
+    """Checks an action's prerequisites against the inventory; learns rules from the LLM and keeps or
+    drops them on the environment's evidence (see the module docstring)."""
 
     def __init__(self, llm: Any, canon: Any = norm_item, use_llm: bool = True, accept: float = ACCEPT,
-                 max_tokens: int = 96, retries: int = 1):
+                 max_tokens: int = 96, retries: int = 1, min_evidence: int = 1, veto_limit: int = 2):
         self.llm = llm
         self.canon = canon
         self.use_llm = use_llm
         self.accept = accept
         self.max_tokens = max_tokens
         self.retries = retries
+        self.min_evidence = min_evidence
+        self.veto_limit = veto_limit
         self.rules: dict[str, list[Rule]] = {}
         self.rejected = 0
+        self.dropped = 0
         self.llm_calls = 0
+        self.begin_episode()
+
+    def begin_episode(self) -> None:
+        self.llm_vetoed: set[str] = set()
+        self.vetoes: dict[str, int] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.rules.values())
+
+    def trusted(self, rule: Rule) -> bool:
+        """May veto: scored above the threshold (to be in the pool) and confirmed by the environment."""
+        return rule.confirmed >= self.min_evidence
 
     def check(self, action: dict[str, Any], inventory: dict[str, int]) -> Feedback:
         key = action_key(action, self.canon)
@@ -158,14 +194,47 @@ class Verifier:
         if rules:
             args = action.get("args") or {}
             for rule in rules:
-                missing = [c for c in rule.conditions if not c.holds(inventory, args, self.canon)]
-                if missing:
+                missing = rule.missing(inventory, args, self.canon)
+                if missing and self.trusted(rule) and self.vetoes.get(key, 0) < self.veto_limit:
+                    self.vetoes[key] = self.vetoes.get(key, 0) + 1
                     need = ", ".join(c.describe() for c in missing)
-                    return Feedback(False, f"{key}: rule '{rule.text}' fails; get {need} first.", "rule")
-            return Feedback(True, "", "rule")
-        if not self.use_llm:
+                    return Feedback(False, f"the step '{_step(key)}' cannot run yet: it needs {need} in the "
+                                           f"inventory; obtain that first.", "rule")
+            return Feedback(True, "", "rule")  # candidates do not veto: the outcome will be evidence
+        if not self.use_llm or key in self.llm_vetoed:
             return Feedback(True, "", "none")
-        return self._ask_llm(action, inventory, key)
+        fb = self._ask_llm(action, inventory, key)
+        if not fb.ok:
+            self.llm_vetoed.add(key)
+            fb.suggestion = f"the step '{_step(key)}' may not work yet: {fb.suggestion or 'check what it needs'}"
+        return fb
+
+    def observe(self, action: dict[str, Any], inventory_before: dict[str, int], failed: bool) -> None:
+        """Evidence from an executed action: a rule whose condition was false is confirmed when the
+        action failed and dropped when it succeeded."""
+        key = action_key(action, self.canon)
+        args = action.get("args") or {}
+        keep = []
+        for rule in self.rules.get(key, []):
+            if rule.missing(inventory_before, args, self.canon):
+                if not failed:
+                    self.dropped += 1
+                    continue
+                rule.confirmed += 1
+            keep.append(rule)
+        if key in self.rules:
+            if keep:
+                self.rules[key] = keep
+            else:
+                del self.rules[key]
+
+    def guidance(self, text: str, limit: int = 6) -> list[str]:
+        """Top-down guidance: pool rules as prompt lines, those about objects named in `text` first,
+        confirmed ones before candidates."""
+        words = set(re.findall(r"[a-z_]+", self.canon(text) + " " + text.lower()))
+        rules = [r for rs in self.rules.values() for r in rs]
+        rules.sort(key=lambda r: (r.key.partition(", ")[2] not in words, not self.trusted(r), -r.score))
+        return [r.describe() for r in rules[:limit]]
 
     def _ask_llm(self, action: dict[str, Any], inventory: dict[str, int], key: str) -> Feedback:
         prompt = (GENERATE_RULE_PROMPT.replace("{action}", json.dumps(action))
@@ -213,6 +282,11 @@ class Verifier:
             except (KeyError, TypeError, ValueError):
                 continue
             self.rules.setdefault(r.key, []).append(r)
+
+
+def _step(key: str) -> str:
+    """'craft, stone_pickaxe' -> 'craft stone_pickaxe'."""
+    return " ".join(p.strip() for p in key.split(",", 1))
 
 
 def action_key_from_text(k: str, canon: Any = None) -> str | None:

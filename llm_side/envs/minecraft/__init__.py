@@ -118,15 +118,18 @@ def _who(r: dict) -> str:
 
 
 def _cell(rs: list[dict]) -> str:
+    """"SR / RC": RC is paper 002's replanning count, the recoveries from failed states of the episodes
+    that succeed (section 3.1.3), so it is "-" when none succeeded (Table 3's "0.00(-)")."""
     if not rs:
         return "-"
     sr = 100 * sum(bool(r.get("success")) for r in rs) / len(rs)
-    rc = sum(float(r.get("replans") or 0) for r in rs) / len(rs)
-    return f"{sr:.2f} / {rc:.1f}"
+    won = [float(r["recoveries"]) for r in rs if r.get("success") and r.get("recoveries") is not None]
+    rc = f"{sum(won) / len(won):.1f}" if won else "-"
+    return f"{sr:.2f} / {rc}"
 
 
 def report_tables(records: list[dict]) -> list[tuple[str, str]]:
-    """Table 2/3 layout (SR % / mean replanning count per level, one row per agent or ablation rung),
+    """Table 2/3 layout (SR % / RC per level, one row per agent or ablation rung; RC as in `_cell`),
     Table 8 (per task) and Table 4 (growth of the rule and experience pools over episodes)."""
     recs = [r for r in records if r.get("env", "minecraft") == "minecraft" and r.get("task") in TASKS]
     if not recs:
@@ -139,7 +142,8 @@ def report_tables(records: list[dict]) -> list[tuple[str, str]]:
         by_task.setdefault((_who(r), r["task"]), []).append(r)
     head = "| agent | " + " | ".join(LEVELS) + " |\n|---|" + "---|" * len(LEVELS) + "\n"
     rows = "".join(f"| {a} | " + " | ".join(_cell(by.get((a, lv), [])) for lv in LEVELS) + " |\n" for a in agents)
-    tables = [("Minecraft: success rate (%) / replanning count per level (Tables 2-3)", head + rows)]
+    tables = [("Minecraft: success rate (%) / replanning count (recoveries from failed states, successful "
+               "episodes) per level (Tables 2-3)", head + rows)]
     head8 = "| level | task | " + " | ".join(agents) + " |\n|---|---|" + "---|" * len(agents) + "\n"
     rows8 = ""
     for tid, task in TASKS.items():

@@ -8,6 +8,12 @@ without silk touch: its `drops` field is wrong for stone), tool durability (`max
 entity loot. What is a small documented table here, because minecraft-data has none: smelting
 (the vanilla 1.16 smelting recipes, `data/minecraft/recipes/*.json`), furnace fuel burn times and
 the item tags the world needs (every wooden family collapses onto oak: the world grows oak only).
+
+One task of paper 002 is from a later game version: Table 8's 50th task, "craft raw gold block", needs
+the 1.17 items raw_gold and raw_gold_block. They are read from minecraft-data 1.17 (`LATER`): the
+items, raw_gold_block's recipe (9 raw_gold, 3x3 grid) and gold_ore's 1.17 loot (raw_gold instead of
+the ore itself); raw_gold smelts into gold_ingot as in 1.17's gold_ingot_from_smelting_raw_gold.json.
+Everything else stays 1.16.5.
 """
 
 from __future__ import annotations
@@ -19,12 +25,15 @@ from collections import Counter
 from typing import Any
 
 MC_VERSION = "1.16.5"
+LATER = {"version": "1.17", "items": ("raw_gold", "raw_gold_block"), "recipes": ("raw_gold_block",),
+         "loot": ("gold_ore",)}
 
 # Vanilla 1.16 smelting recipes used by the tasks (ingredient -> result), as in
 # data/minecraft/recipes/{iron_ingot,gold_ingot,glass,stone,charcoal}.json.
 SMELTING: dict[str, str] = {
     "iron_ore": "iron_ingot",
     "gold_ore": "gold_ingot",
+    "raw_gold": "gold_ingot",  # 1.17, see LATER
     "sand": "glass",
     "red_sand": "glass",
     "cobblestone": "stone",
@@ -186,4 +195,18 @@ def load_game_data() -> GameData:
             "the Minecraft world needs the 'minecraft-data' package: "
             "pip install minecraft-data==3.20.0 (or the 'minecraft' extra)"
         ) from e
-    return GameData(minecraft_data(MC_VERSION))
+    data = GameData(minecraft_data(MC_VERSION))
+    _add_later_items(data, minecraft_data(LATER["version"]))
+    return data
+
+
+def _add_later_items(data: GameData, md: Any) -> None:
+    """The few 1.17 items, recipes and loot entries named in `LATER` (see the module docstring)."""
+    for name in LATER["items"]:
+        data.items[name] = md.items_name[name]
+    later = _parse_recipes(md)
+    for name in LATER["recipes"]:
+        data.recipes[name] = later[name]
+    loot = _parse_loot(md.blockLoot_list)
+    for block in LATER["loot"]:
+        data.loot[block] = loot[block]

@@ -3,8 +3,9 @@
 Each task: a stable id, the level, the paper's minimum sub-goal count, the tool/platform column,
 the tick limit (12K / 24K / 36K) and the target item in this world. Choices: "carpentry table" is
 the 1.16 smithing_table (2 iron ingots + 4 planks, which matches its level and 11 sub-goals);
-"craft minecart" comes from Table 8 (hard); the 50th task, garbled in Table 8, is taken to be
-"smelt gold ingot" (complex: gold ore needs an iron pickaxe at y<=31).
+"craft minecart" comes from Table 8 (hard); the 50th task is Table 8's "craft raw gold block" (complex:
+9 raw gold from gold ore, which needs an iron pickaxe at y<=31; the 1.17 items come from `data.LATER`).
+"mine iron ore" is medium, as Table 7 has it (8 sub-goals, stone pickaxe): 10 tasks per level.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ _T = [  # id, paper name, level, sub-goals, tools/platform, target item
     ("craft_stone_hoe", "craft stone hoe", "medium", 7, "crafting table", "stone_hoe"),
     ("craft_stone_shovel", "craft stone shovel", "medium", 7, "crafting table", "stone_shovel"),
     ("craft_stone_sword", "craft stone sword", "medium", 7, "crafting table", "stone_sword"),
-    ("mine_iron_ore", "mine iron ore", "hard", 8, "stone pickaxe", "iron_ore"),
+    ("mine_iron_ore", "mine iron ore", "medium", 8, "stone pickaxe", "iron_ore"),
     ("smelt_glass", "smelt glass", "hard", 9, "furnace", "glass"),
     ("smelt_iron_ingot", "smelt iron ingot", "hard", 10, "furnace", "iron_ingot"),
     ("craft_iron_bars", "craft iron bars", "hard", 11, "crafting table", "iron_bars"),
@@ -78,7 +79,6 @@ _T = [  # id, paper name, level, sub-goals, tools/platform, target item
     ("craft_minecart", "craft minecart", "hard", 11, "crafting table", "minecart"),
     ("obtain_diamond", "obtain diamond", "complex", 12, "iron pickaxe", "diamond"),
     ("mine_redstone", "mine redstone", "complex", 12, "iron pickaxe", "redstone"),
-    ("smelt_gold_ingot", "smelt gold ingot", "complex", 12, "furnace", "gold_ingot"),
     ("craft_dropper", "craft dropper", "complex", 13, "crafting table", "dropper"),
     ("craft_redstone_torch", "craft redstone torch", "complex", 13, "crafting table", "redstone_torch"),
     ("craft_compass", "craft compass", "complex", 13, "crafting table", "compass"),
@@ -86,6 +86,7 @@ _T = [  # id, paper name, level, sub-goals, tools/platform, target item
     ("craft_piston", "craft piston", "complex", 13, "crafting table", "piston"),
     ("craft_diamond_pickaxe", "craft diamond pickaxe", "complex", 13, "crafting table", "diamond_pickaxe"),
     ("craft_diamond_sword", "craft diamond sword", "complex", 13, "crafting table", "diamond_sword"),
+    ("craft_raw_gold_block", "craft raw gold block", "complex", 13, "crafting table", "raw_gold_block"),
 ]
 TASKS: dict[str, Task] = {t[0]: Task(*t) for t in _T}
 

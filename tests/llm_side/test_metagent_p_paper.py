@@ -1,0 +1,241 @@
+"""Metagent-P's behaviour pinned to paper 002 (issue 16): LLM regulation, eq. 7 without a successful
+plan, the replanning count of section 3.1.3, two-level planning (eq. 1) with rules as prompt guidance,
+and a verifier that cannot deadlock the agent. A scripted LLM plays the model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from llm_side.agents.metagent_p import build_config, make_agent
+from llm_side.agents.metagent_p.reflector import Reflector, confidence, simulator_message_regulation
+from llm_side.agents.metagent_p.verifier import Verifier
+from llm_side.backends.scripted import ScriptedLLM
+from llm_side.envs.minecraft import make_env, report_tables
+from llm_side.envs.minecraft.data import canonical
+from llm_side.harness.contracts import EpisodeOutcome
+
+GOOD_SCORES = '{"common_sense_consistency": 0.9, "condition_clarity": 0.9, "action_feasibility": 0.95}'
+COMPONENTS = ("reflector", "verifier", "planner")
+
+
+class BagOfWordsEmbedder:
+    name, dim = "bow", 64
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().replace(";", " ").split():
+                out[i, sum(map(ord, w)) % self.dim] += 1
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def workflow(*actions: tuple[str, str]) -> str:
+    return json.dumps({"workflow": [{"name": n, "args": {"obj": o}} for n, o in actions]})
+
+
+def play(agent, env, task_id, seed=1, steps=15):
+    obs = env.reset(task_id, seed=seed)
+    agent.begin_episode(obs, task_id=task_id, episode=0, env=env)
+    text, traj, r = obs.text, [], None
+    for _ in range(steps):
+        d = agent.act(text, None)
+        r = env.step(d.action)
+        traj.append((d.action, r.observation))
+        text = r.observation
+        if r.done:
+            break
+    agent.end_episode(EpisodeOutcome(task_id, 0, bool(r and r.won), len(traj), None, traj))
+    return bool(r and r.won), traj
+
+
+def agent_with(reply, **opts):
+    agent = make_agent("minecraft", ScriptedLLM(reply), {k: str(v) for k, v in opts.items()})
+    agent._embedder = BagOfWordsEmbedder()
+    return agent
+
+
+def reflection_lines(prompts: list[str]) -> list[str]:
+    return [p.rsplit("the reflection is:", 1)[-1].split("\n", 1)[0] for p in prompts if "RESPONSE FORMAT" in p]
+
+
+# ---- point 2: eq. 7 with and without a retrievable successful plan ---------------------------------
+def test_confidence_without_a_successful_plan_shifts_the_weight_to_c_llm():
+    assert confidence(None, 0.8) == pytest.approx(0.8)  # C_history undefined: conf = C_LLM, can accept
+    assert confidence(0.2, 0.8) == pytest.approx(0.5)  # eq. 7 with alpha = beta = 0.5: not above 0.5
+    reply = ['{"rational": true, "suggestion": "go on", "confidence": 0.7}']
+    none = Reflector(ScriptedLLM(reply), BagOfWordsEmbedder()).evaluate("g", [], "Failed: x", ["a"], None, None)
+    assert none.c_history is None and none.confidence == pytest.approx(0.7) and none.accepted and none.tries == 1
+    far = Reflector(ScriptedLLM(reply), BagOfWordsEmbedder(), max_evaluations=2).evaluate(
+        "g", [], "Failed: x", ["dig-down 12"], None, ["craft furnace"])
+    assert far.c_history == pytest.approx(0.0) and far.confidence == pytest.approx(0.35)
+    assert not far.accepted and far.tries == 2 and not Reflector.keeps_plan(far)  # unaccepted -> regulate
+
+
+# ---- point 1: regulation is the LLM's, prompted with the evaluation ------------------------------------
+def test_regulation_prompts_the_llm_with_the_evaluation_and_replans_its_subgoals():
+    def reply(p, i):
+        if "Break the task into" in p:
+            return '{"subgoals": ["mine 1 iron_ore"]}'
+        if "Revise the list of sub-goals" in p:
+            return '{"subgoals": ["craft 1 stone_pickaxe", "mine 1 iron_ore"]}'
+        if "review the plan" in p:
+            return '{"rational": false, "suggestion": "get a stone pickaxe first", "confidence": 0.9}'
+        if "current sub-goal: craft 1 stone_pickaxe" in p:
+            return workflow(("craft", "stone_pickaxe"))
+        return workflow(("mine", "iron_ore"))
+
+    agent = agent_with(reply, verifier="false")
+    assert build_config({}).regulation == "llm" and agent.ablation() == "custom"
+    play(agent, make_env(hazards="false"), "mine_iron_ore", steps=2)
+    prompts = agent.llm.prompts
+    reg = next(p for p in prompts if "Revise the list of sub-goals" in p)
+    assert "get a stone pickaxe first" in reg and "confidence 0.90" in reg and '"mine 1 iron_ore"' in reg
+    after = prompts[prompts.index(reg) + 1:]
+    replan = next(p for p in after if "RESPONSE FORMAT" in p)
+    assert "current sub-goal: craft 1 stone_pickaxe" in replan and "get a stone pickaxe first" in replan
+    assert agent.subgoals == ["mine 1 iron_ore"] and agent.recoveries == 1
+
+
+def test_rule_based_regulation_is_an_ablation_that_is_off_by_default():
+    broke = "OK: mined stone. Your wooden_pickaxe broke!"
+    plan = simulator_message_regulation(broke, [{"name": "mine", "args": {}}])
+    assert plan[0] == {"name": "craft", "args": {"obj": {"wooden_pickaxe": 1}, "platform": "crafting_table"}}
+    assert make_agent("minecraft", ScriptedLLM(["x"]), {"regulation": "message-rules"}).ablation() == \
+        "full+message-rules"
+    assert make_agent("minecraft", ScriptedLLM(["x"]), {}).ablation() == "full"
+    with pytest.raises(ValueError, match="regulation"):
+        build_config({"regulation": "regex"})
+
+
+# ---- point 5: two-level planning (eq. 1) and rules as prompt guidance ------------------------------
+def test_task_is_decomposed_then_each_subgoal_is_planned_with_rules_as_guidance():
+    def reply(p, i):
+        if "Rule:" in p:
+            return GOOD_SCORES
+        if "execution constraints" in p:
+            return ('{"return": {"success": true, "suggestion": ""}, '
+                    '"craft, planks": ["Rule1: Check if inventory contains 1 log"]}')
+        if "Break the task into" in p:
+            return '{"subgoals": ["mine 1 oak_log", "craft 4 oak_planks"]}'
+        if "current sub-goal: mine 1 oak_log" in p:
+            return workflow(("find", "log"), ("approach", "log"), ("mine", "log"))
+        if "current sub-goal: craft 4 oak_planks" in p:
+            return workflow(("craft", "planks"))
+        return '{"rational": true, "suggestion": "", "confidence": 0.9}'
+
+    agent = agent_with(reply)
+    won, traj = play(agent, make_env(hazards="false"), "craft_planks")
+    assert won and [a for a, _ in traj] == ["find oak_log", "approach oak_log", "mine oak_log", "craft oak_planks"]
+    plans = [p for p in agent.llm.prompts if "RESPONSE FORMAT" in p]
+    assert "Break the task into" in plans[0]
+    assert "current sub-goal: mine 1 oak_log" in plans[1] and "current sub-goal: craft 4 oak_planks" in plans[2]
+    assert agent.replans == 0  # planning the next sub-goal is not a re-plan
+    # the rule learned bottom-up while checking "craft planks" reaches the next planner prompt top-down
+    n = len(agent.llm.prompts)
+    play(agent, make_env(hazards="false"), "craft_planks", seed=2)
+    guided = [p for p in agent.llm.prompts[n:] if "current sub-goal: craft 4 oak_planks" in p]
+    assert guided and "known rules: craft oak_planks: Check if inventory contains 1 log" in guided[0]
+
+
+# ---- point 12: the verifier cannot deadlock the agent ----------------------------------------------
+def test_rules_veto_only_after_evidence_and_are_dropped_when_the_blocked_step_succeeds():
+    v = Verifier(ScriptedLLM([GOOD_SCORES]), canon=canonical, veto_limit=2)
+    v.learn("find, oak_log", "Rule1: Check if inventory contains oak_log")
+    find = {"name": "find", "args": {"obj": "oak_log"}}
+    assert len(v) == 1 and v.check(find, {}).ok  # a candidate (no evidence yet) cannot veto
+    assert v.guidance("find oak_log") == ["find oak_log: Check if inventory contains oak_log"]
+    v.observe(find, {}, failed=False)  # ran without oak_log and succeeded: the rule is wrong
+    assert len(v) == 0 and v.dropped == 1
+    v.learn("mine, oak_log", "Rule1: Check if inventory contains oak_log")
+    mine = {"name": "mine", "args": {"obj": "oak_log"}}
+    v.observe(mine, {}, failed=True)  # a failure while the condition was false: confirmed (by chance)
+    assert not v.check(mine, {}).ok and not v.check(mine, {}).ok  # trusted: vetoes, veto_limit times
+    assert v.check(mine, {}).ok  # then the step runs ...
+    v.observe(mine, {}, failed=False)  # ... and succeeds: the bad rule is dropped
+    assert len(v) == 0 and v.dropped == 2
+
+
+def test_llm_verdict_vetoes_an_action_once_per_episode():
+    no = '{"return": {"success": false, "suggestion": "get a log"}}'
+    v = Verifier(ScriptedLLM([no]), canon=canonical)
+    find = {"name": "find", "args": {"obj": "sand"}}
+    first = v.check(find, {})
+    assert not first.ok and first.source == "llm" and "find sand" in first.suggestion
+    assert v.check(find, {}).ok  # the second time the environment decides
+    v.begin_episode()
+    assert not v.check(find, {}).ok
+
+
+def test_a_verifier_that_says_no_to_everything_does_not_stop_a_sand_task():
+    """Issue 16's deadlock: the model's rules ("check if inventory contains oak_log") veto every step;
+    the agent still mines sand, and never runs a plan written for another task."""
+    def reply(p, i):
+        if "Rule:" in p:
+            return GOOD_SCORES
+        if "execution constraints" in p:
+            obj = json.loads(p.rsplit("action: ", 1)[1].split("\n")[0])["args"].get("obj")
+            return ('{"return": {"success": false, "suggestion": "get oak_log"}, '
+                    f'"{json.loads(p.rsplit("action: ", 1)[1].split(chr(10))[0])["name"]}, {obj}": '
+                    '["Rule1: Check if inventory contains oak_log"]}')
+        if "Break the task into" in p:
+            return '{"subgoals": ["mine 1 sand"]}'
+        if "RESPONSE FORMAT" in p:
+            return workflow(("find", "sand"), ("approach", "sand"), ("mine", "sand"))
+        return '{"rational": false, "suggestion": "find sand", "confidence": 0.9}'
+
+    agent = agent_with(reply, max_replans=12)
+    won, traj = play(agent, make_env(hazards="false"), "mine_sand", steps=12)
+    assert won and not any("oak_log" in a for a, _ in traj)
+    assert agent.verifier.dropped >= 1 and agent.replans < 12
+    for line in reflection_lines(agent.llm.prompts):
+        assert not any(w in line.lower() for w in COMPONENTS), line
+
+
+def test_garbage_planner_explores_this_tasks_target_not_another_tasks():
+    agent = agent_with(lambda p, i: "no json", max_replans=2, plan_retries=0)
+    _, traj = play(agent, make_env(hazards="false"), "mine_sand", steps=3)
+    assert traj[0][0] == "find sand" and not any("oak_log" in a for a, _ in traj)
+
+
+# ---- point 3: replanning count = recoveries from failed states in successful episodes ---------------
+def test_recoveries_count_replans_after_failed_steps_only():
+    verdicts = iter(["false"])
+
+    def reply(p, i):
+        if "Break the task into" in p:
+            return '{"subgoals": ["mine 1 dirt"]}'
+        if "execution constraints" in p:  # one pre-execution veto, then yes
+            return '{"return": {"success": ' + next(verdicts, "true") + ', "suggestion": "look first"}}'
+        if "review the plan" in p:
+            return '{"rational": false, "suggestion": "find and approach dirt first", "confidence": 0.9}'
+        if "Revise the list" in p:
+            return '{"subgoals": ["mine 1 dirt"]}'
+        if "find and approach dirt first" in p:
+            return workflow(("find", "dirt"), ("approach", "dirt"), ("mine", "dirt"))
+        return workflow(("mine", "dirt"))  # mining before finding it fails in the world
+
+    agent = agent_with(reply)
+    won, traj = play(agent, make_env(hazards="false"), "mine_dirt")
+    assert won and traj[0][1].startswith("Failed")
+    ex = agent.episode_extras()
+    assert ex["recoveries"] == 1  # one failed state recovered from
+    assert ex["replans"] == 2 and ex["verifier_blocks"] == 1  # the veto is a re-plan but no failed state
+
+
+def test_report_rc_averages_recoveries_over_successful_episodes_only():
+    recs = [
+        {"env": "minecraft", "task": "mine_log", "agent": "metagent-p", "success": True, "recoveries": 1,
+         "replans": 5},
+        {"env": "minecraft", "task": "mine_log", "agent": "metagent-p", "success": True, "recoveries": 3,
+         "replans": 9},
+        {"env": "minecraft", "task": "mine_log", "agent": "metagent-p", "success": False, "recoveries": 7,
+         "replans": 12},
+        {"env": "minecraft", "task": "craft_iron_pickaxe", "agent": "metagent-p", "success": False,
+         "recoveries": 4, "replans": 6},
+    ]
+    (_, t2), (_, t8), *_ = report_tables(recs)
+    assert "| metagent-p | 66.67 / 2.0 | - | - | 0.00 / - | - |" in t2  # (1 + 3) / 2 successes
+    assert "| basic | mine_log | 66.67 / 2.0 |" in t8
