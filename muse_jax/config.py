@@ -309,7 +309,8 @@ class ParallelConfig:
     param_sharding: Literal["replicated", "fsdp"] = "replicated"
     """Replicate parameters on every device, or shard large ones over the data axis."""
     distributed: bool = False
-    """Call jax.distributed.initialize() (multi-host); coordinates come from the environment."""
+    """For `parallel.init_distributed` (coordinates from the environment). Not yet called by `muse-wm pretrain`:
+    multi-host training through the command is open work (issue 13); the sharded step itself is tested."""
 
 
 @dataclasses.dataclass(frozen=True)
