@@ -28,7 +28,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llm_side.harness.files import read_jsonl  # noqa: E402
+from muse_common.files import read_jsonl  # noqa: E402
 from muse_jax.config import NOVEL_TASKS, load_config, parse_overrides  # noqa: E402
 
 

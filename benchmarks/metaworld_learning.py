@@ -113,7 +113,7 @@ def build_config(args: argparse.Namespace, accelerator: bool) -> Any:
 
 def curve_points(metrics_path: Path, cfg: Any, agent: str, device: str) -> list[dict[str, Any]]:
     """One point per metrics line that saw finished episodes: success rate over those episodes."""
-    from llm_side.harness.files import read_jsonl
+    from muse_common.files import read_jsonl
 
     out = []
     for row in read_jsonl(metrics_path):
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import jax
 
-    from llm_side.harness.files import atomic_write_text
+    from muse_common.files import atomic_write_text
     from muse_jax.loops.pretrain import pretrain
     from muse_jax.parallel import enable_compilation_cache
 

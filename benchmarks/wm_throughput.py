@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if bad:
         print(f"warning: non-finite values for {bad}", file=sys.stderr)
     if args.out:
-        from llm_side.harness.files import append_jsonl
+        from muse_common.files import append_jsonl
 
         append_jsonl(args.out, record)
     print(json.dumps(record), flush=True)

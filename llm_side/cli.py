@@ -208,7 +208,7 @@ def check_int(key: str, value: Any) -> int | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from llm_side.backends import DEFAULT_MODEL, LazyLLM, check_available
-    from llm_side.harness.files import atomic_write_json
+    from muse_common.files import atomic_write_json
     from llm_side.harness.runner import run_eval
 
     cfg = load_config(args.config)
@@ -220,7 +220,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run needs --env and --agent (or a --config that sets them)")
     if args.split and args.tasks:
         raise UsageError("give --split or --tasks, not both")
-    from llm_side.harness.files import output_dir_problem
+    from muse_common.files import output_dir_problem
 
     problem = output_dir_problem(args.out)
     if problem:

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from llm_side.harness import metrics
+from muse_common import metrics
 from llm_side.harness.summary import TIME_PENALTY
 
 AGENTS = ("react", "reflexion", "muse")

@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from llm_side.harness import metrics
-from llm_side.harness.files import atomic_write_json, read_jsonl
+from muse_common import metrics
+from muse_common.files import atomic_write_json, read_jsonl
 
 STAGES = ("collect", "train-sa", "sft", "dpo", "deploy", "deploy-noadapt")
 

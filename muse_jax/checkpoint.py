@@ -34,7 +34,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from llm_side.harness.files import atomic_write_json
+from muse_common.files import atomic_write_json
 
 INTEGRITY_FILE = "muse_files.json"
 CHECKPOINTS_DIR = "checkpoints"

@@ -57,7 +57,7 @@ class UsageError(ValueError):
 
 def check_logdir(path: str, flag: str = "--logdir") -> None:
     """An output folder must be a folder we can write: checked before any work, without creating it."""
-    from llm_side.harness.files import output_dir_problem
+    from muse_common.files import output_dir_problem
 
     problem = output_dir_problem(path)
     if problem:

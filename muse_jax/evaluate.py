@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from llm_side.harness import metrics as M
-from llm_side.harness.files import atomic_save_figure, atomic_write_json, atomic_write_text, read_jsonl
+from muse_common import metrics as M
+from muse_common.files import atomic_save_figure, atomic_write_json, atomic_write_text, read_jsonl
 
 AGENTS = ("muse", "dreamer")
 SIGNAL_NAMES = {"muse": "competence sum", "dreamer": "critic value"}

@@ -14,7 +14,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from llm_side.harness.files import append_jsonl, atomic_write_text, read_jsonl
+from muse_common.files import append_jsonl, atomic_write_text, read_jsonl
 
 
 def to_float_dict(metrics: dict[str, Any]) -> dict[str, float]:

@@ -37,7 +37,7 @@ from llm_side.agents import self_awareness as sa
 from llm_side.agents.react import _common_options
 from llm_side.agents.reflexion import ReflexionAgent
 from llm_side.harness.contracts import LLM, Decision, EpisodeOutcome, Observation, TextEnv
-from llm_side.harness.files import read_jsonl
+from muse_common.files import read_jsonl
 
 REPLAY_FILE = "replay.jsonl"
 CPU_ROLLOUT_TOKENS = 256

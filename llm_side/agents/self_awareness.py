@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from llm_side.harness.contracts import Embedder
-from llm_side.harness.files import atomic_write_json
+from muse_common.files import atomic_write_json
 
 CHUNK_PAIRS = 4
 THRESHOLD = 0.5

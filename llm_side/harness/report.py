@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from llm_side.harness import metrics
+from muse_common import metrics
 from llm_side.harness.records import EPISODES_FILE, load_records
 from llm_side.harness.summary import TIME_PENALTY
 

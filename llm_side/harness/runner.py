@@ -15,7 +15,7 @@ from typing import Any
 
 from llm_side.harness import records as rec
 from llm_side.harness.contracts import Agent, EpisodeOutcome, TextEnv
-from llm_side.harness.files import append_jsonl, atomic_write_json
+from muse_common.files import append_jsonl, atomic_write_json
 from llm_side.harness.progress import Progress
 from llm_side.harness.summary import summarize
 

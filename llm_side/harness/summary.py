@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_side.harness import metrics
+from muse_common import metrics
 
 TIME_PENALTY = 100  # MUSE-LLM tables: a failed episode counts as 100 steps
 

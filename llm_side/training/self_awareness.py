@@ -15,9 +15,9 @@ from typing import Any
 
 from llm_side.agents import self_awareness as sa
 from llm_side.agents.muse import REPLAY_FILE
-from llm_side.harness import metrics
+from muse_common import metrics
 from llm_side.harness.contracts import Embedder
-from llm_side.harness.files import atomic_write_json, atomic_write_text
+from muse_common.files import atomic_write_json, atomic_write_text
 
 METRICS_FILE = "train_metrics.json"
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from llm_side.harness.files import atomic_write_json
+from muse_common.files import atomic_write_json
 
 METRICS_FILE = "metrics.json"
 ADAPTER_DIR = "adapter"

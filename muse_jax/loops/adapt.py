@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from llm_side.harness.files import append_jsonl, atomic_write_json, read_jsonl
+from muse_common.files import append_jsonl, atomic_write_json, read_jsonl
 from muse_jax import evaluate
 from muse_jax.competence import agent_steps_per_episode
 from muse_jax.config import Config, ConfigError, from_dict

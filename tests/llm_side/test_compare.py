@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from llm_side import compare, registry  # noqa: E402
 from llm_side.cli import main  # noqa: E402
-from llm_side.harness.files import read_jsonl  # noqa: E402
+from muse_common.files import read_jsonl  # noqa: E402
 
 
 def test_every_agent_gets_the_same_run_command():

@@ -4,7 +4,7 @@ import json
 import os
 import stat
 
-from llm_side.harness.files import append_jsonl, atomic_write_json, read_jsonl
+from muse_common.files import append_jsonl, atomic_write_json, read_jsonl
 
 
 def test_atomic_json_is_complete_and_readable_by_others(tmp_path):

@@ -21,7 +21,7 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from llm_side.cli import UsageError, main, parse_options  # noqa: E402
-from llm_side.harness.files import read_jsonl  # noqa: E402
+from muse_common.files import read_jsonl  # noqa: E402
 
 ENV, AGENT = "harness_fakes:make_env", "harness_fakes:make_agent"
 

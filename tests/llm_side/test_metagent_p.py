@@ -25,7 +25,7 @@ from llm_side.backends.scripted import ScriptedLLM
 from llm_side.envs.minecraft import make_env
 from llm_side.envs.minecraft.data import canonical
 from llm_side.harness.contracts import EpisodeOutcome
-from llm_side.harness.files import read_jsonl
+from muse_common.files import read_jsonl
 
 GOOD_SCORES = '{"common_sense_consistency": 0.9, "condition_clarity": 0.9, "action_feasibility": 0.95}'
 

@@ -143,7 +143,7 @@ def test_context_budget_drops_old_steps():
 @pytest.mark.slow
 def test_react_real_alfworld_smollm2(tmp_path):
     alfworld_env, llm, task = shared_env(), smollm2(), first_task()
-    from llm_side.harness.files import read_jsonl
+    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
 
     agent = make_agent("alfworld", llm, {"max_tokens": "24"})

@@ -81,7 +81,7 @@ FULL = "".join(json.dumps(r) + "\n" for r in RECORDS).encode()
 def test_a_kill_at_any_byte_leaves_a_prefix_of_whole_records(tmp_path_factory, cut):
     """Whatever byte a kill stops the writer at, readers see whole records only, and after the torn
     tail is repaired the next append lands on its own line."""
-    from llm_side.harness.files import append_jsonl, read_jsonl
+    from muse_common.files import append_jsonl, read_jsonl
 
     p = tmp_path_factory.mktemp("cut") / "episodes.jsonl"
     p.write_bytes(FULL[:cut])

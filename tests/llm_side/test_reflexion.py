@@ -101,7 +101,7 @@ def test_reflection_helpers_and_options():
 @pytest.mark.slow
 def test_reflexion_real_alfworld_smollm2_two_episodes(tmp_path):
     alfworld_env, llm, task = shared_env(), smollm2(), first_task()
-    from llm_side.harness.files import read_jsonl
+    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
 
     agent = make_agent("alfworld", llm, {"max_tokens": "24"})

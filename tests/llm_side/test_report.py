@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from llm_side import registry  # noqa: E402
-from llm_side.harness.files import append_jsonl  # noqa: E402
+from muse_common.files import append_jsonl  # noqa: E402
 from llm_side.harness.report import competence_pairs, render, report, run_row  # noqa: E402
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llm_side.agents import self_awareness as sa
-from llm_side.harness import metrics
+from muse_common import metrics
 from llm_side.training.self_awareness import METRICS_FILE, split_by_task, train_msa
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -72,7 +72,7 @@ def test_msa_on_real_alfworld_records(tmp_path):
     """Expert (wins) and looking-around (fails) episodes from real games, through the runner."""
     alfworld_env = shared_env()
     from llm_side.backends import load_embedder
-    from llm_side.harness.files import read_jsonl
+    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
 
     tasks = alfworld_env.task_ids("eval_out_of_distribution")[:2]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from llm_side import pipeline_alfworld as pipe
-from llm_side.harness.files import append_jsonl
+from muse_common.files import append_jsonl
 from llm_side.training import dpo, sft
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_side.harness.files import read_jsonl
+from muse_common.files import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "adapt_tasks.py"

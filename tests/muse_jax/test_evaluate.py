@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from llm_side.harness.files import append_jsonl
+from muse_common.files import append_jsonl
 from muse_jax import evaluate
 
 

@@ -15,7 +15,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import pytest
 
-from llm_side.harness.files import read_jsonl
+from muse_common.files import read_jsonl
 from muse_jax.checkpoint import Checkpointer
 from muse_jax.config import ConfigError, load_config
 from muse_jax.loops import adapt as adapt_mod

@@ -9,7 +9,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import pytest
 
-from llm_side.harness.files import append_jsonl
+from muse_common.files import append_jsonl
 from muse_jax import evaluate
 from muse_jax.cli import main
 

@@ -35,7 +35,7 @@ from llm_side.agents.metagent_p.planner import MINECRAFT_HEADER, PLANCRAFT_HEADE
 from llm_side.agents.metagent_p.reflector import REGULATIONS, Reflector, simulator_message_regulation
 from llm_side.agents.metagent_p.verifier import Verifier, norm_item
 from llm_side.harness.contracts import Decision, EpisodeOutcome, Observation
-from llm_side.harness.files import atomic_write_json
+from muse_common.files import atomic_write_json
 
 LADDER = {  # Table 3
     "base": dict(experience=False, verifier=False, metacognitive=False),

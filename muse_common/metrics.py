@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from sklearn import metrics as skm
 
-from llm_side.harness.files import atomic_save_figure
+from muse_common.files import atomic_save_figure
 
 
 def success_rate(successes: Sequence[bool]) -> float:
