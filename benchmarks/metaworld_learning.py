@@ -9,9 +9,11 @@ proprio only, 500-step episodes, success = the env's own `success` flag at any s
 Training is the project's pre-training loop (`muse_jax.loops.pretrain`: collector -> replay ->
 jitted train step) on that one task with the default (current DreamerV3) settings; the success rate
 is that of the training episodes (stochastic policy) finished in each window of `--log-every` env
-steps, the first `--prefill` steps acting at random. `--agent muse` trains the same way and acts with
-self-regulation after the prefill; `--agent dreamer` acts with the actor and gives the competence
-head no loss weight, so it does not shape the shared world model.
+steps, the first `--prefill` steps acting at random. `--agent muse` trains MUSE (competence head and
+loss) and acts with self-regulation after the prefill; `--agent dreamer` is the baseline as
+`muse-wm pretrain --agent dreamer` builds it (no competence head, acts with the actor). A uniformly
+random policy's success rate on the same env (`--random-episodes`) is the reference line a curve must
+rise above: on some tasks random flailing succeeds now and then.
 
 Defaults follow the DreamerV3 settings on a GPU (model `size12m`, train ratio 512, 16 envs). On a
 machine without an accelerator they shrink to a CPU budget (model `tiny`, train ratio 32, batch
@@ -63,6 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--episode-steps", type=int, default=500, help="episode length (default: 500, Meta-World's)")
     p.add_argument("--log-every", type=int, default=None,
                    help="env steps per curve point (default: one episode per env, at least --env-steps/20)")
+    p.add_argument("--random-episodes", type=int, default=10,
+                   help="episodes of a uniformly random policy on the same env, the reference line (default: 10; 0: skip)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="any config override, e.g. --set optim.lr=1e-4 (repeatable)")
@@ -77,6 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.prefill is not None and args.prefill < 0:
         p.error("--prefill must be >= 0")
+    if args.random_episodes < 0:
+        p.error("--random-episodes must be >= 0")
     return args
 
 
@@ -106,7 +112,7 @@ def build_config(args: argparse.Namespace, accelerator: bool) -> Any:
                    "capacity": max(args.env_steps, d["seq"])},
         "train": {"env_steps": args.env_steps, "train_ratio": d["train_ratio"], "prefill": prefill,
                   "log_every": log_every, "save_every": max(log_every, args.env_steps // 5), "seed": args.seed},
-        "loss": {"competence": 0.0} if args.agent == "dreamer" else {},
+        "agent": args.agent,
     }
     return from_dict(data, parse_overrides(args.overrides))
 
@@ -128,7 +134,34 @@ def curve_points(metrics_path: Path, cfg: Any, agent: str, device: str) -> list[
     return out
 
 
-def plot(points: list[dict[str, Any]], path: Path, title: str, published: float | None) -> None:
+def random_policy_success(cfg: Any, episodes: int, seed: int) -> float | None:
+    """Success rate of uniformly random actions in [-1, 1] on the run's env (same task, episode length,
+    action repeat and reset distribution): the level a curve must rise above to show learning."""
+    if episodes == 0:
+        return None
+    import numpy as np
+
+    from muse_jax.envs.metaworld import ACT_DIM, make_env
+
+    env = make_env(cfg.env.tasks[0], 0, cfg.env, seed + 12345)
+    rng = np.random.default_rng(seed)
+    solved = 0
+    try:
+        for ep in range(episodes):
+            env.reset(seed=seed + 12345 + ep)
+            success, done = False, False
+            while not done:
+                _, _, terminated, truncated, info = env.step(rng.uniform(-1, 1, ACT_DIM).astype(np.float32))
+                success |= bool(info.get("success", False))
+                done = terminated or truncated
+            solved += success
+    finally:
+        env.close()
+    return solved / episodes
+
+
+def plot(points: list[dict[str, Any]], path: Path, title: str, published: float | None,
+         random_level: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -139,6 +172,8 @@ def plot(points: list[dict[str, Any]], path: Path, title: str, published: float 
     ax.plot(xs, [p["success_rate"] for p in points], marker="o", ms=3, label="this run (training episodes)")
     if published is not None:
         ax.axhline(published, ls="--", c="gray", label=f"DreamerV3 published @100k: {published:.2f}")
+    if random_level is not None:
+        ax.axhline(random_level, ls=":", c="tab:red", label=f"random policy: {random_level:.2f}")
     ax.set_xlabel("env steps")
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.03, 1.03)
@@ -187,14 +222,16 @@ def main(argv: list[str] | None = None) -> int:
     published = PUBLISHED_DREAMERV3_100K.get(args.task)
     title = (f"{args.task}, {args.agent}, {cfg.model.size}, train ratio {cfg.train.train_ratio:g}, "
              f"{device} ({'GPU' if accelerator else 'CPU'})")
+    random_level = random_policy_success(cfg, args.random_episodes, args.seed)
     if points:
-        plot(points, out / "curve.png", title, published)
+        plot(points, out / "curve.png", title, published, random_level)
     trained = [p for p in points if not p["prefill"]]
     last = trained[-1] if trained else None
     summary = {"task": args.task, "agent": args.agent, "env_steps": args.env_steps, "points": len(points),
                "final_success_rate": last["success_rate"] if last else None,
                "final_episodes": last["episodes"] if last else 0,
-               "published_dreamerv3_100k": published, "device": device, "accelerator": accelerator,
+               "published_dreamerv3_100k": published, "random_policy_success_rate": random_level,
+               "random_episodes": args.random_episodes, "device": device, "accelerator": accelerator,
                "size": cfg.model.size, "train_ratio": cfg.train.train_ratio, "wall_s": round(wall, 1),
                "curve": str(out / "curve.jsonl"), "plot": str(out / "curve.png") if points else None}
     if last is None:
