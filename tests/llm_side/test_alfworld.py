@@ -106,7 +106,7 @@ def test_splits_ids_and_prompt_material():
     one = awd.react_examples(ids["eval_out_of_distribution"][0], shots=1)
     assert one.count("Your task is to:") == 1 and ex.endswith(one)
     assert AlfworldEnv(shots=0).react_examples(ids["eval_out_of_distribution"][0]) == ""
-    from llm_side.agents.react import few_shot_head
+    from llm_side.agents.base import few_shot_head
     head = few_shot_head(AlfworldEnv(shots=1), ids["eval_out_of_distribution"][0])
     assert head.startswith("Interact with a household to solve a task.") and head.count("Your task is to:") == 1
     assert "STATUS: FAIL" in awd.reflexion_examples()
