@@ -9,12 +9,17 @@ import atexit
 import functools
 import json
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
 from llm_side.envs import alfworld_data as awd
 from llm_side.envs.alfworld import AlfworldEnv, clean_observation, make_env, report_tables, task_text
 from llm_side.harness.contracts import Decision, EnvCrashed, TextEnv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from harness_fakes import NoMemoryAgent  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -51,7 +56,7 @@ def _first_task():
     return first_task()
 
 
-class ExpertAgent:
+class ExpertAgent(NoMemoryAgent):
     """Plays the env's hand-coded expert plan: real winning episodes for M_sa tests."""
 
     name = "expert"
@@ -61,15 +66,6 @@ class ExpertAgent:
 
     def act(self, observation, admissible_actions):
         return Decision(self.env.expert_action() or "look")
-
-    def end_episode(self, outcome):
-        pass
-
-    def memory(self):
-        return {}
-
-    def load_memory(self, memory):
-        pass
 
 
 class LookAgent(ExpertAgent):
