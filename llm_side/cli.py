@@ -181,8 +181,8 @@ def check_int(key: str, value: Any) -> int | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from llm_side.backends import DEFAULT_MODEL, LazyLLM, check_available
-    from muse_common.files import atomic_write_json
     from llm_side.harness.runner import run_eval
+    from muse_common.files import atomic_write_json
 
     cfg = load_settings(args.config, RUN_KEYS)
     get = lambda key, default=None: getattr(args, key) if getattr(args, key) is not None else cfg.get(key, default)

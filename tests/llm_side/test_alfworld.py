@@ -180,8 +180,8 @@ def test_broken_game_raises_env_crashed(tmp_path, first_task):
 def test_interrupted_run_resumes_without_loss_or_duplicates(tmp_path, alfworld_env, first_task):
     from llm_side.agents.react import ReActAgent
     from llm_side.backends.scripted import ScriptedLLM
-    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
+    from muse_common.files import read_jsonl
 
     class Interrupt(BaseException):
         pass

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_side.envs.minecraft.data import LATER, SMELT_TICKS, SMELTING, canonical, load_game_data
 from llm_side.envs.minecraft import INSTRUCTIONS, make_env
+from llm_side.envs.minecraft.data import LATER, SMELT_TICKS, SMELTING, canonical, load_game_data
 from llm_side.envs.minecraft.grammar import ACTIONS, GRAMMAR, SYNTAX, ActionError, parse_action
 from llm_side.envs.minecraft.tables import NIGHT, UNDERGROUND
 from llm_side.envs.minecraft.world import World

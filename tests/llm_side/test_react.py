@@ -157,8 +157,8 @@ def test_context_budget_drops_old_steps():
 @pytest.mark.slow
 def test_react_real_alfworld_smollm2(tmp_path):
     alfworld_env, llm, task = shared_env(), smollm2(), first_task()
-    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
+    from muse_common.files import read_jsonl
 
     agent = make_agent("alfworld", llm, {"max_tokens": "24"})
     summary = run_eval(alfworld_env, agent, env_name="alfworld", agent_name="react", task_ids=[task],
