@@ -58,13 +58,15 @@ def roll_loot(rng: random.Random, table: list[Loot]) -> Counter:
 
 @dataclasses.dataclass
 class Outcome:
+    """What one action did: whether it worked, the observation text, and the game ticks it took."""
+
     ok: bool
     message: str
     ticks: int
 
 
 class World:
-    """One survival episode's world state. `act(text)` applies an action and returns (ok, message)."""
+    """One survival episode's world state. `act(text)` applies an action and returns its `Outcome`."""
 
     def __init__(self, data: GameData, seed: int = 0, hazards: bool = True):
         self.data = data
