@@ -13,6 +13,7 @@ sub-goal; actions: the agent falls back, see `agent.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -63,20 +64,20 @@ SYSTEM:
 """
 
 
+@dataclasses.dataclass(eq=False)
 class Planner:
     """LLM planner; `use_experience=False` is the LLM-only planner of the ablation's base model;
-    `decompose_header=None` plans the whole task as one sub-goal."""
+    `decompose_header=None` plans the whole task as one sub-goal. `calls` and `parse_failures` count
+    the LLM calls and the replies that did not parse."""
 
-    def __init__(self, llm: Any, header: str = MINECRAFT_HEADER, use_experience: bool = True,
-                 retries: int = 2, max_tokens: int = 256, decompose_header: str | None = DECOMPOSE_HEADER):
-        self.llm = llm
-        self.header = header
-        self.decompose_header = decompose_header
-        self.use_experience = use_experience
-        self.retries = retries
-        self.max_tokens = max_tokens
-        self.calls = 0
-        self.parse_failures = 0
+    llm: Any
+    header: str = MINECRAFT_HEADER
+    use_experience: bool = True
+    retries: int = 2
+    max_tokens: int = 256
+    decompose_header: str | None = DECOMPOSE_HEADER
+    calls: int = dataclasses.field(default=0, init=False)
+    parse_failures: int = dataclasses.field(default=0, init=False)
 
     def _experience(self, experience: list[SuccessCase]) -> str:
         if self.use_experience and experience:
