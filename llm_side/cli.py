@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from llm_side import registry
+from llm_side.run_settings import add_task_flags, load_settings
 
 RUN_KEYS = (
     "env",
@@ -164,34 +165,6 @@ def select_tasks(env: Any, split: str | None, tasks: str | None, limit: int | No
     return ids
 
 
-def load_config(path: str | None) -> dict[str, Any]:
-    """Defaults for `run` from a YAML file (configs/llm/*.yaml); flags given on the line win."""
-    if not path:
-        return {}
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"config file {p} not found")
-    try:
-        data = yaml.safe_load(p.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise UsageError(f"config file {p} is not UTF-8 text (byte {e.start}); give a YAML file") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise UsageError(f"config file {p} is not valid YAML: {getattr(e, 'problem', None) or e}{where}") from None
-    if data is None:
-        raise UsageError(f"config file {p} is empty; give the run settings ({', '.join(RUN_KEYS)}) or drop --config")
-    if not isinstance(data, dict):
-        raise UsageError(f"{p} must hold a mapping of run settings")
-    unknown = sorted(set(data) - set(RUN_KEYS))
-    if unknown:
-        raise UsageError(f"{p}: unknown key(s) {unknown}; allowed: {', '.join(RUN_KEYS)}")
-    for key in ("env_opt", "agent_opt"):
-        if not isinstance(data.get(key) or {}, dict):
-            raise UsageError(f"{p}: '{key}' must be a mapping of option: value, got {data[key]!r}")
-    return data
-
-
 INT_SETTINGS = {"limit": 1, "episodes": 1, "max_steps": 1, "seed": 0}  # name -> smallest allowed
 
 
@@ -208,10 +181,10 @@ def check_int(key: str, value: Any) -> int | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from llm_side.backends import DEFAULT_MODEL, LazyLLM, check_available
-    from muse_common.files import atomic_write_json
     from llm_side.harness.runner import run_eval
+    from muse_common.files import atomic_write_json
 
-    cfg = load_config(args.config)
+    cfg = load_settings(args.config, RUN_KEYS)
     get = lambda key, default=None: getattr(args, key) if getattr(args, key) is not None else cfg.get(key, default)
     for key in INT_SETTINGS:
         check_int(key, get(key))
@@ -305,19 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an agent on tasks x episodes (resumes an existing --out)")
     run.add_argument("--config", help="YAML of run settings (configs/llm/); flags override it")
-    run.add_argument("--env", help=f"one of {', '.join(registry.ENVS)} or module:factory")
+    add_task_flags(run, env_help=f"one of {', '.join(registry.ENVS)} or module:factory")
     run.add_argument("--agent", help=f"one of {', '.join(registry.AGENTS)} or module:factory")
-    run.add_argument("--split")
-    run.add_argument("--tasks", help="comma-separated task ids")
-    run.add_argument("--limit", type=int, help="first N tasks only")
     run.add_argument("--episodes", type=int, help="episodes (trials) per task; default 1")
-    run.add_argument("--max-steps", type=int, help="default: the env's own limit")
-    run.add_argument(
-        "--model",
-        help="smollm2 | qwen0.5b (default; env MUSE_LLM_MODEL) | qwen1.5b | gemma270m | hf:DIR | gguf:FILE"
-        " | openai:URL:MODEL",
-    )
-    run.add_argument("--seed", type=int)
     run.add_argument("--env-opt", action="append", metavar="K=V", help="env option, repeatable")
     run.add_argument("--agent-opt", action="append", metavar="K=V", help="agent option, repeatable")
     run.add_argument("--out", required=True, help="run folder (episodes.jsonl, summary.json)")

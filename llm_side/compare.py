@@ -26,10 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from muse_common import metrics
 from llm_side.harness.summary import TIME_PENALTY
+from llm_side.run_settings import SettingsError, add_task_flags, load_settings
+from muse_common import metrics
 
 AGENTS = ("react", "reflexion", "muse")
 KEYS = ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes",
@@ -38,21 +37,6 @@ KEYS = ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_e
 
 class CompareError(ValueError):
     """Bad input or runs that are not like for like: one line on stderr, exit 2."""
-
-
-def load_config(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    p = Path(path)
-    if not p.is_file():
-        raise CompareError(f"config file {p} not found")
-    data = yaml.safe_load(p.read_text()) or {}
-    if not isinstance(data, dict):
-        raise CompareError(f"{p} must hold a mapping of compare settings")
-    unknown = sorted(set(data) - set(KEYS))
-    if unknown:
-        raise CompareError(f"{p}: unknown key(s) {unknown}; allowed: {', '.join(KEYS)}")
-    return data
 
 
 def run_argv(agent: str, cfg: dict[str, Any], out: Path, progress: bool) -> list[str]:
@@ -171,13 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--config", help="YAML of compare settings (configs/llm/alfworld-compare.yaml)")
     p.add_argument("--out", required=True, type=Path, help="folder; each agent runs into OUT/<agent>/")
     p.add_argument("--agents", help=f"comma-separated (default {','.join(AGENTS)})")
-    p.add_argument("--env")
-    p.add_argument("--split")
-    p.add_argument("--tasks")
-    p.add_argument("--limit", type=int)
-    p.add_argument("--max-steps", type=int)
-    p.add_argument("--model")
-    p.add_argument("--seed", type=int)
+    add_task_flags(p, env_help="default alfworld")
     p.add_argument("--adapt-episodes", type=int, help="adaptation episodes per task (paper: 5)")
     p.add_argument("--test-episodes", type=int, help="test episodes per task (paper: 5)")
     p.add_argument("--agent-opt", action="append", default=[], metavar="AGENT:K=V",
@@ -187,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         cfg = {"env": "alfworld", "seed": 0, "adapt_episodes": 5, "test_episodes": 5, "agents": list(AGENTS),
-               **load_config(a.config)}
+               **load_settings(a.config, KEYS, "compare settings")}
         for key in ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes"):
             if getattr(a, key) is not None:
                 cfg[key] = getattr(a, key)
@@ -214,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return rc
         runs = {agent: _load(a.out / agent) for agent in cfg["agents"]}
         print(tables(runs, int(cfg["adapt_episodes"]), int(cfg["test_episodes"])), end="")
-    except (CompareError, FileNotFoundError) as exc:
+    except (CompareError, SettingsError, FileNotFoundError) as exc:
         print(f"muse-llm compare: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from muse_common.files import atomic_write_json
 from llm_side.harness.records import load_records
+from muse_common.files import atomic_write_json
 
 PAPER_TAUS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95)
 

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from llm_side.agents import prompting
-from llm_side.agents.react import few_shot_head
+from llm_side.agents.base import LazyEmbedder, TranscriptAgent
 from llm_side.agents.refrea import parse_options
-from llm_side.harness.contracts import LLM, Decision, Embedder, EpisodeOutcome, Observation, TextEnv
+from llm_side.harness.contracts import LLM, Decision, Embedder, Observation, TextEnv
 
 _ACTION_RE = re.compile(
     r"(?:^|\n)\s*(?:\*\*)?\s*(?:next\s+)?action\s*(?:\*\*)?\s*[:=]\s*(?:\*\*)?(?P<a>[^\n]*)", re.I)
@@ -60,57 +60,11 @@ def heuristic_value(actions: Sequence[str], taken: Counter) -> np.ndarray:
     return np.array([1.0 / (1.0 + taken[a]) for a in actions], dtype=np.float64)
 
 
-class _TranscriptAgent:
-    """Shared episode state: few-shot head, task, the (action, observation) steps."""
-
-    name = "base"
-
-    def __init__(self, llm: LLM, *, max_tokens: int, context_tokens: int, temperature: float, seed: int | None):
-        self.llm, self.max_tokens, self.context_tokens = llm, max_tokens, context_tokens
-        self.temperature, self.seed = temperature, seed
-        self._env: TextEnv | None = None
-        self._steps: list[tuple[str, str]] = []
-        self._last_action: str | None = None
-        self._invalid = 0
-        self._head = ""
-        self._t = 0
-
-    def begin_episode(self, obs: Observation, *, task_id: str, episode: int, env: TextEnv) -> None:
-        self._env = env
-        task = obs.task.strip()
-        self._head = (few_shot_head(env, task_id) + "\nHere is the task.\n"
-                      + (task + "\n" if task and task not in obs.text else "") + obs.text.strip() + "\n")
-        self._steps, self._last_action, self._invalid, self._t = [], None, 0, 0
-
-    def _record(self, observation: str) -> None:
-        if self._last_action is not None:
-            self._steps.append((self._last_action, observation.strip()))
-
-    def _transcript(self, tail: str) -> str:
-        lines = [prompting.format_steps([s]) for s in self._steps]
-        return prompting.fit_to_budget(self._head, lines, tail, self.context_tokens)
-
-    def _seed(self) -> int | None:
-        return None if self.seed is None else self.seed + self._t
-
-    def end_episode(self, outcome: EpisodeOutcome) -> None:
-        self._env = None
-
-    def episode_extras(self) -> dict[str, Any]:
-        return {"invalid_actions": self._invalid}
-
-    def memory(self) -> dict[str, Any]:
-        return {}
-
-    def load_memory(self, memory: dict[str, Any]) -> None:
-        return None
-
-
 COT_CUE = ("\nThink step by step about what to do next, then give exactly one action on a final line "
            "that starts with 'Action:'.\nThought:")
 
 
-class CoTAgent(_TranscriptAgent):
+class CoTAgent(TranscriptAgent):
     """Think, then act, in a single LLM call per step."""
 
     name = "cot"
@@ -121,8 +75,8 @@ class CoTAgent(_TranscriptAgent):
                          seed=seed)
 
     def act(self, observation: str, admissible_actions: list[str] | None) -> Decision:
-        self._record(observation)
-        text = self.llm.complete(self._transcript(COT_CUE), n=1, temperature=self.temperature,
+        self._record_observation(observation)
+        text = self.llm.complete(self.build_prompt(COT_CUE), n=1, temperature=self.temperature,
                                  max_tokens=self.max_tokens, stop=["\n\n\n"], seed=self._seed())[0]
         parsed = parse_cot(text)
         info: dict[str, Any] = {"thought": (text or "")[:400]}
@@ -138,7 +92,7 @@ VALUE_PROMPT = ("Task: {task}\nLast observation: {obs}\nHow useful is the action
                 "now? Answer with one digit from 0 (useless) to 9 (essential).\nRating:")
 
 
-class SayCanAgent(_TranscriptAgent):
+class SayCanAgent(TranscriptAgent, LazyEmbedder):
     """Rerank the valid actions by similarity to the LLM's top-5 proposals times a value term."""
 
     name = "saycan"
@@ -157,17 +111,8 @@ class SayCanAgent(_TranscriptAgent):
         self._taken: Counter = Counter()
         self._cache: dict[str, np.ndarray] = {}
 
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            from llm_side.backends import load_embedder
-
-            self._embedder = load_embedder(self.embedder_name)
-        return self._embedder
-
     def begin_episode(self, obs: Observation, *, task_id: str, episode: int, env: TextEnv) -> None:
         super().begin_episode(obs, task_id=task_id, episode=episode, env=env)
-        self._task = obs.task.strip()
         self._taken = Counter()
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -190,8 +135,8 @@ class SayCanAgent(_TranscriptAgent):
         return np.array(out, dtype=np.float64)
 
     def act(self, observation: str, admissible_actions: list[str] | None) -> Decision:
-        self._record(observation)
-        texts = self.llm.complete(self._transcript(">"), n=self.n_candidates, temperature=self.temperature,
+        self._record_observation(observation)
+        texts = self.llm.complete(self.build_prompt(), n=self.n_candidates, temperature=self.temperature,
                                   max_tokens=self.max_tokens, stop=["\n"], seed=self._seed())
         parsed = [p for p in map(prompting.parse_action, texts) if p.action]
         # thoughts are not actions; they still carry intent when the model proposes nothing else

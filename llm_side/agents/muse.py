@@ -95,20 +95,18 @@ class MuseAgent(ReflexionAgent):
         self._new_examples: list[dict[str, Any]] = []
         self._adapted = False
         self._plan = ""
-        self._step = 0
         self.msa_source: str | None = None  # folder the M_sa weights came from (None = untrained)
 
     def begin_episode(self, obs: Observation, *, task_id: str, episode: int, env: TextEnv) -> None:
         super().begin_episode(obs, task_id=task_id, episode=episode, env=env)
         self._plan = ""
-        self._step = 0
 
     # -- acting ------------------------------------------------------------------------------------
     def act(self, observation: str, admissible_actions: list[str] | None) -> Decision:
         self._record_observation(observation)
         prompt = self.build_prompt()
-        seed = None if self.seed is None else self.seed * 100_003 + self._episode * 1_000 + self._step
-        self._step += 1
+        seed = None if self.seed is None else self.seed * 100_003 + self._episode * 1_000 + self._t
+        self._t += 1
         budget = self.horizon(prompt)
         texts = self.llm.complete(prompt, n=self.n_rollouts, temperature=self.rollout_temperature,
                                   max_tokens=budget, stop=[ROLLOUT_STOP], seed=seed)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from llm_side.agents import prompting
-from llm_side.agents.react import few_shot_head
+from llm_side.agents.base import LazyEmbedder, TranscriptAgent
 from llm_side.harness.contracts import LLM, Decision, Embedder, EpisodeOutcome, Observation, StepResult, TextEnv
 
 DEFAULT_TAU = 0.8
@@ -122,7 +122,7 @@ META_PROMPT = (
 )
 
 
-class RefReaAgent:
+class RefReaAgent(TranscriptAgent, LazyEmbedder):
     """Reasoning model + reference model + meta-cognition; see the module docstring."""
 
     name = "refrea"
@@ -138,7 +138,10 @@ class RefReaAgent:
             raise ValueError(f"tau must be in [0, 1], got {tau}.")
         if meta_interval < 1:
             raise ValueError(f"meta_interval must be >= 1, got {meta_interval}.")
-        self.llm = llm
+        if max_samples < 1:
+            raise ValueError(f"max_samples must be >= 1, got {max_samples}.")
+        super().__init__(llm, max_tokens=max_tokens, context_tokens=context_tokens, temperature=temperature,
+                         seed=seed)
         self.reference_llm = reference_llm or llm
         self._embedder = embedder
         self.embedder_name = embedder_name
@@ -147,45 +150,24 @@ class RefReaAgent:
         self.no_metacognition = bool(no_metacognition)
         self.max_samples = min(int(max_samples), 3) if no_metacognition else int(max_samples)
         self.meta_interval = int(meta_interval) * (2 if no_metacognition else 1)
-        self.max_tokens, self.meta_tokens, self.context_tokens = max_tokens, meta_tokens, context_tokens
-        self.temperature, self.resample_temperature, self.seed = temperature, resample_temperature, seed
-        if max_samples < 1:
-            raise ValueError(f"max_samples must be >= 1, got {max_samples}.")
+        self.meta_tokens, self.resample_temperature = meta_tokens, resample_temperature
         self.m_new: list[str] = []
         self.m_target: list[str] = []
         self.trials = 0
         self.solved = False
-        self._reset_episode()
+        self._reset_counters()
 
-    def _reset_episode(self) -> None:
-        self._env: TextEnv | None = None
-        self._examples = ""
-        self._task = ""
-        self._first_obs = ""
-        self._steps: list[tuple[str, str]] = []
-        self._last_action: str | None = None
+    def _reset_counters(self) -> None:
+        """The episode's own statistics (the transcript itself is the base's)."""
         self._last_result_id: int | None = None
-        self._t = 0
         self._sims: list[float] = []
         self._samples: list[int] = []
         self._promotions = 0
-        self._invalid = 0
-
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            from llm_side.backends import load_embedder
-
-            self._embedder = load_embedder(self.embedder_name)
-        return self._embedder
 
     # -- episode lifecycle -------------------------------------------------------------------------
     def begin_episode(self, obs: Observation, *, task_id: str, episode: int, env: TextEnv) -> None:
-        self._reset_episode()
-        self._env = env
-        self._examples = few_shot_head(env, task_id)
-        self._task = obs.task.strip()
-        self._first_obs = obs.text.strip()
+        super().begin_episode(obs, task_id=task_id, episode=episode, env=env)
+        self._reset_counters()
 
     def observe(self, result: StepResult) -> None:
         """Reward of the last executed action (Algorithm 1 lines 16-19)."""
@@ -201,7 +183,8 @@ class RefReaAgent:
 
     # -- prompts -----------------------------------------------------------------------------------
     @staticmethod
-    def _memory_block(m_target: Sequence[str], m_new: Sequence[str]) -> str:
+    def memory_text(m_target: Sequence[str], m_new: Sequence[str]) -> str:
+        """The two memories as the prompts show them (validated first)."""
         text = ""
         if m_target:
             text += "Validated insights:\n" + "".join(f"- {m}\n" for m in m_target)
@@ -211,11 +194,7 @@ class RefReaAgent:
 
     def query(self, m_new: Sequence[str], m_target: Sequence[str]) -> str:
         """Q(H_t, M_new, M_target): examples, memory, task, the most recent steps that fit, '>' cue."""
-        head = (self._examples + self._memory_block(m_target, m_new) + "\nHere is the task.\n"
-                + (self._task + "\n" if self._task and self._task not in self._first_obs else "")
-                + self._first_obs + "\n")
-        lines = [prompting.format_steps([s]) for s in self._steps]
-        return prompting.fit_to_budget(head, lines, ">", self.context_tokens)
+        return self.build_prompt(memory=self.memory_text(m_target, m_new))
 
     def _generate(self, llm: LLM, prompt: str, attempt: int) -> str:
         temp = self.temperature if attempt == 0 else max(self.temperature, self.resample_temperature)
@@ -226,7 +205,7 @@ class RefReaAgent:
     def _meta(self) -> str:
         """f_meta(H_t, M_new, M_target): one insight line."""
         steps = prompting.format_steps(self._steps[-10:])
-        prompt = (META_PROMPT + self._memory_block(self.m_target, self.m_new) + "\nTask: " + self._task + "\n"
+        prompt = (META_PROMPT + self.memory_text(self.m_target, self.m_new) + "\nTask: " + self._task + "\n"
                   + steps + (f"> {self._last_action}\n" if self._last_action else "") + "Insight:")
         seed = None if self.seed is None else self.seed + 104729 * self._t
         text = self.llm.complete(prompt, n=1, temperature=self.temperature, max_tokens=self.meta_tokens,
@@ -236,8 +215,7 @@ class RefReaAgent:
     # -- one step ------------------------------------------------------------------------------------
     def act(self, observation: str, admissible_actions: list[str] | None) -> Decision:
         self._poll_env_reward()
-        if self._last_action is not None:
-            self._steps.append((self._last_action, observation.strip()))
+        self._record_observation(observation)
         reference = None
         if not self.no_reference:
             reference = self._generate(self.reference_llm, self.query([], self.m_target), 0)
@@ -273,7 +251,7 @@ class RefReaAgent:
         self._poll_env_reward()  # the last step's reward arrives after the last act()
         self.trials += 1
         self.solved = self.solved or bool(outcome.success)
-        self._env = None
+        super().end_episode(outcome)
 
     def episode_extras(self) -> dict[str, Any]:
         sims = self._sims

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from muse_common import metrics
 from llm_side.harness.records import EPISODES_FILE, load_records
 from llm_side.harness.summary import TIME_PENALTY
+from muse_common import metrics
 
 Table = tuple[str, str]  # (title, markdown)
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from llm_side.harness import records as rec
 from llm_side.harness.contracts import Agent, EpisodeOutcome, TextEnv
-from muse_common.files import append_jsonl, atomic_write_json
 from llm_side.harness.progress import Progress
 from llm_side.harness.summary import summarize
+from muse_common.files import append_jsonl, atomic_write_json
 
 
 def episode_seed(seed: int, episode: int) -> int:

@@ -15,8 +15,8 @@ from typing import Any
 
 from llm_side.agents import self_awareness as sa
 from llm_side.agents.muse import REPLAY_FILE
-from muse_common import metrics
 from llm_side.harness.contracts import Embedder
+from muse_common import metrics
 from muse_common.files import atomic_write_json, atomic_write_text
 
 METRICS_FILE = "train_metrics.json"

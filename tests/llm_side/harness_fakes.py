@@ -62,6 +62,19 @@ class FakeEnv:
         pass
 
 
+class NoMemoryAgent:
+    """A test agent with nothing to remember across episodes: subclasses write `begin_episode` and `act`."""
+
+    def end_episode(self, outcome: EpisodeOutcome) -> None:
+        return None
+
+    def memory(self) -> dict[str, Any]:
+        return {}
+
+    def load_memory(self, memory: dict[str, Any]) -> None:
+        return None
+
+
 class MemoryAgent:
     """Looks around on a task's first episode, says "win" once memory holds a failure.
     Competence is 0.9 when it will win and 0.1 otherwise."""

@@ -9,12 +9,17 @@ import atexit
 import functools
 import json
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
 from llm_side.envs import alfworld_data as awd
 from llm_side.envs.alfworld import AlfworldEnv, clean_observation, make_env, report_tables, task_text
 from llm_side.harness.contracts import Decision, EnvCrashed, TextEnv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from harness_fakes import NoMemoryAgent  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -51,7 +56,7 @@ def _first_task():
     return first_task()
 
 
-class ExpertAgent:
+class ExpertAgent(NoMemoryAgent):
     """Plays the env's hand-coded expert plan: real winning episodes for M_sa tests."""
 
     name = "expert"
@@ -61,15 +66,6 @@ class ExpertAgent:
 
     def act(self, observation, admissible_actions):
         return Decision(self.env.expert_action() or "look")
-
-    def end_episode(self, outcome):
-        pass
-
-    def memory(self):
-        return {}
-
-    def load_memory(self, memory):
-        pass
 
 
 class LookAgent(ExpertAgent):
@@ -106,7 +102,7 @@ def test_splits_ids_and_prompt_material():
     one = awd.react_examples(ids["eval_out_of_distribution"][0], shots=1)
     assert one.count("Your task is to:") == 1 and ex.endswith(one)
     assert AlfworldEnv(shots=0).react_examples(ids["eval_out_of_distribution"][0]) == ""
-    from llm_side.agents.react import few_shot_head
+    from llm_side.agents.base import few_shot_head
     head = few_shot_head(AlfworldEnv(shots=1), ids["eval_out_of_distribution"][0])
     assert head.startswith("Interact with a household to solve a task.") and head.count("Your task is to:") == 1
     assert "STATUS: FAIL" in awd.reflexion_examples()
@@ -184,8 +180,8 @@ def test_broken_game_raises_env_crashed(tmp_path, first_task):
 def test_interrupted_run_resumes_without_loss_or_duplicates(tmp_path, alfworld_env, first_task):
     from llm_side.agents.react import ReActAgent
     from llm_side.backends.scripted import ScriptedLLM
-    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
+    from muse_common.files import read_jsonl
 
     class Interrupt(BaseException):
         pass

@@ -145,16 +145,6 @@ def test_factories_check_options():
 
 
 # ---- real ScienceWorld + real model ------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def sw_env():
-    pytest.importorskip("scienceworld")
-    from llm_side.envs.scienceworld import make_env
-
-    env = make_env(step_timeout_s=60)
-    yield env
-    env.close()
-
-
 def _agent(name: str, llm, options):
     from llm_side.registry import agent_factory
 

@@ -67,3 +67,21 @@ def test_compare_refuses_runs_that_differ(tmp_path, capsys, fake_agents):
     assert len(err) == 1 and "differ in max_steps (3 vs 5)" in err[0]
     run = json.loads((out / "memory-b" / "run.json").read_text())
     assert run["max_steps"] == 5
+
+
+@pytest.mark.parametrize("text, words", [
+    ("episdes: 3\n", "unknown key(s) ['episdes']; allowed: env"),
+    ("", "is empty; give the compare settings"),
+    ("env_opt: [1, 2]\n", "'env_opt' must be a mapping"),
+    ("env: [alfworld\n", "is not valid YAML"),
+])
+def test_compare_settings_file_errors_are_the_run_commands(tmp_path, capsys, text, words):
+    """`compare` and `run` read their settings files with one loader: the same one-line errors."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    assert compare.main(["--config", str(cfg), "--out", str(tmp_path / "o"), "--report-only"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("muse-llm compare: error: ") and words in err[0]
+    if "episdes" in text:
+        assert main(["run", "--config", str(cfg), "--out", str(tmp_path / "r")]) == 2
+        assert words.replace("env", "") in capsys.readouterr().err

@@ -9,9 +9,9 @@ import pytest
 from llm_side.agents.metagent_p.deps import make_agent
 from llm_side.backends.scripted import ScriptedLLM
 from llm_side.envs.minecraft import make_env
-from muse_common.files import read_jsonl
 from llm_side.harness.runner import run_eval
 from llm_side.registry import agent_factory
+from muse_common.files import read_jsonl
 
 BAD = json.dumps({"workflow": [{"name": "mine", "args": {"obj": "iron_ore", "tool": "wooden_pickaxe"}}]})
 

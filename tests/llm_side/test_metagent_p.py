@@ -4,8 +4,9 @@ real run with the offline model."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,23 +25,10 @@ from llm_side.agents.metagent_p.verifier import Verifier, parse_rule_text, rule_
 from llm_side.backends.scripted import ScriptedLLM
 from llm_side.envs.minecraft import make_env
 from llm_side.envs.minecraft.data import canonical
-from llm_side.harness.contracts import EpisodeOutcome
 from muse_common.files import read_jsonl
 
-GOOD_SCORES = '{"common_sense_consistency": 0.9, "condition_clarity": 0.9, "action_feasibility": 0.95}'
-
-
-class BagOfWordsEmbedder:
-    """Test double for the sentence embedder: hashed bag of words, L2-normalised."""
-
-    name, dim = "bow", 64
-
-    def encode(self, texts):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().replace(";", " ").split():
-                out[i, sum(map(ord, w)) % self.dim] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+sys.path.insert(0, str(Path(__file__).parent))
+from metagent_fakes import GOOD_SCORES, BagOfWordsEmbedder, agent_with, play  # noqa: E402
 
 
 # ---- parsers: never raise, recover what is there ------------------------------------------------
@@ -164,25 +152,9 @@ def scripted(prompt: str, i: int) -> str:
     return '{"rational": false, "suggestion": "find a tree", "confidence": 0.8}'
 
 
-def play(agent, env, task_id, seed=1, steps=15):
-    obs = env.reset(task_id, seed=seed)
-    agent.begin_episode(obs, task_id=task_id, episode=0, env=env)
-    text, traj, r = obs.text, [], None
-    for _ in range(steps):
-        d = agent.act(text, None)
-        r = env.step(d.action)
-        traj.append((d.action, r.observation))
-        text = r.observation
-        if r.done:
-            break
-    agent.end_episode(EpisodeOutcome(task_id, 0, bool(r and r.won), len(traj), None, traj))
-    return bool(r and r.won), traj
-
-
 def test_agent_plans_verifies_executes_and_grows_pools(tmp_path):
     mem = tmp_path / "pools.json"
-    agent = make_agent("minecraft", ScriptedLLM(scripted), {"memory_file": str(mem)})
-    agent._embedder = BagOfWordsEmbedder()
+    agent = agent_with(scripted, memory_file=mem)
     won, traj = play(agent, make_env(hazards="false"), "craft_planks")
     assert won and [a for a, _ in traj][-1] == "craft oak_planks"
     ex = agent.episode_extras()
@@ -201,9 +173,9 @@ def test_agent_plans_verifies_executes_and_grows_pools(tmp_path):
 
 
 def test_malformed_plans_retry_then_fall_back_without_crashing():
-    llm = ScriptedLLM(lambda p, i: "I think you should {{{ chop" if "RESPONSE FORMAT" in p else "nonsense")
-    agent = make_agent("minecraft", llm, {"plan_retries": "2", "max_replans": "3"})
-    agent._embedder = BagOfWordsEmbedder()
+    agent = agent_with(lambda p, i: "I think you should {{{ chop" if "RESPONSE FORMAT" in p else "nonsense",
+                       plan_retries=2, max_replans=3)
+    llm = agent.llm
     env = make_env(hazards="false")
     _, traj = play(agent, env, "mine_log", steps=6)
     assert traj[0][0] == "find oak_log"  # exploratory step of this task (its target is oak_log)
@@ -214,9 +186,7 @@ def test_malformed_plans_retry_then_fall_back_without_crashing():
 
 def test_failed_action_triggers_reflection_and_replanning():
     bad = json.dumps({"workflow": [{"name": "mine", "args": {"obj": "iron_ore", "tool": "wooden_pickaxe"}}]})
-    llm = ScriptedLLM(lambda p, i: bad if "RESPONSE FORMAT" in p else scripted(p, i))
-    agent = make_agent("minecraft", llm, {"ablation": "planner"})
-    agent._embedder = BagOfWordsEmbedder()
+    agent = agent_with(lambda p, i: bad if "RESPONSE FORMAT" in p else scripted(p, i), ablation="planner")
     play(agent, make_env(hazards="false"), "mine_iron_ore", steps=3)
     ex = agent.episode_extras()
     assert ex["reflections"] >= 1 and ex["replans"] >= 1 and ex["failure_pool"] >= 1

@@ -5,8 +5,9 @@ and a verifier that cannot deadlock the agent. A scripted LLM plays the model.""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
-import numpy as np
 import pytest
 
 from llm_side.agents.metagent_p import build_config, make_agent
@@ -15,46 +16,15 @@ from llm_side.agents.metagent_p.verifier import Verifier
 from llm_side.backends.scripted import ScriptedLLM
 from llm_side.envs.minecraft import make_env, report_tables
 from llm_side.envs.minecraft.data import canonical
-from llm_side.harness.contracts import EpisodeOutcome
 
-GOOD_SCORES = '{"common_sense_consistency": 0.9, "condition_clarity": 0.9, "action_feasibility": 0.95}'
+sys.path.insert(0, str(Path(__file__).parent))
+from metagent_fakes import GOOD_SCORES, BagOfWordsEmbedder, agent_with, play  # noqa: E402
+
 COMPONENTS = ("reflector", "verifier", "planner")
-
-
-class BagOfWordsEmbedder:
-    name, dim = "bow", 64
-
-    def encode(self, texts):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().replace(";", " ").split():
-                out[i, sum(map(ord, w)) % self.dim] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
 
 
 def workflow(*actions: tuple[str, str]) -> str:
     return json.dumps({"workflow": [{"name": n, "args": {"obj": o}} for n, o in actions]})
-
-
-def play(agent, env, task_id, seed=1, steps=15):
-    obs = env.reset(task_id, seed=seed)
-    agent.begin_episode(obs, task_id=task_id, episode=0, env=env)
-    text, traj, r = obs.text, [], None
-    for _ in range(steps):
-        d = agent.act(text, None)
-        r = env.step(d.action)
-        traj.append((d.action, r.observation))
-        text = r.observation
-        if r.done:
-            break
-    agent.end_episode(EpisodeOutcome(task_id, 0, bool(r and r.won), len(traj), None, traj))
-    return bool(r and r.won), traj
-
-
-def agent_with(reply, **opts):
-    agent = make_agent("minecraft", ScriptedLLM(reply), {k: str(v) for k, v in opts.items()})
-    agent._embedder = BagOfWordsEmbedder()
-    return agent
 
 
 def reflection_lines(prompts: list[str]) -> list[str]:

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from llm_side.envs.minecraft import INSTRUCTIONS, make_env
 from llm_side.envs.minecraft.data import LATER, SMELT_TICKS, SMELTING, canonical, load_game_data
-from llm_side.envs.minecraft.world import NIGHT, World, parse_action
+from llm_side.envs.minecraft.grammar import ACTIONS, GRAMMAR, SYNTAX, ActionError, parse_action
+from llm_side.envs.minecraft.tables import NIGHT, UNDERGROUND
+from llm_side.envs.minecraft.world import World
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +98,19 @@ def test_ore_depth_bands_and_digging(data):
     w.act("approach diamond_ore")
     assert w.act("mine diamond_ore with iron_pickaxe").ok and w.inventory["diamond"] >= 1
     assert w.act("dig-up with iron_pickaxe").ok and w.y == 64
+    assert w.inventory["cobblestone"] == 52 + 52  # the stone broken on the way up drops too
+
+
+def test_digging_stops_where_the_pickaxe_breaks(data):
+    w = world_with(data, wooden_pickaxe=1)  # 59 uses
+    out = w.act("dig-down 30 with wooden_pickaxe")
+    assert out.ok and "broke" not in out.message and w.y == 30 and w.wear["wooden_pickaxe"] == 34
+    out = w.act("dig-up with wooden_pickaxe")  # the 25th block up is the pickaxe's 59th use
+    assert out.ok and "broke" in out.message and w.y == 55 and w.inventory["wooden_pickaxe"] == 0
+    assert w.inventory["cobblestone"] == 59
+    assert "needs a pickaxe" in w.act("dig-up").message
+    w.y = 64
+    assert "already on the surface" in w.act("dig-up").message
 
 
 def test_invalid_actions_explain_and_never_raise(data):
@@ -150,3 +166,21 @@ def test_attack_equip_and_apply(data):
     assert w.health < 20
     assert w.act("find sheep").ok and w.act("apply sheep with shears").ok and w.inventory["white_wool"] == 1
     assert not w.act("apply oak_log with shears").ok
+
+
+def test_instructions_list_every_action_of_the_grammar():
+    """The LLM's action help is made from the grammar: every action, with its syntax, is in it, and
+    every usage in it parses back to its action."""
+    assert make_env().instructions() == INSTRUCTIONS
+    for form in GRAMMAR:
+        usage = f"{form.name} {form.usage}".rstrip()
+        assert usage in INSTRUCTIONS and usage in SYNTAX, usage
+        filled = (usage.replace("<obj>", "oak_log").replace("<tool>", "stone_pickaxe").replace("<y>", "12")
+                  .replace("<platform>", "crafting_table").replace("<n>", "2").replace("[", "").replace("]", ""))
+        assert parse_action(filled).name == form.name, filled
+    assert ACTIONS == tuple(f.name for f in GRAMMAR)
+    for ore, (_, top, _, _) in UNDERGROUND.items():  # ore depths come from the world's table
+        if ore.endswith("_ore") and top < 64:
+            assert f"{ore}" in INSTRUCTIONS and f"y<={top}" in INSTRUCTIONS
+    with pytest.raises(ActionError, match="expected find <obj> \\| approach <obj>"):
+        parse_action("fly to the moon")

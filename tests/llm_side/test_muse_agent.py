@@ -124,8 +124,8 @@ def test_msa_save_load_and_replay(tmp_path):
 @pytest.mark.slow
 def test_muse_real_alfworld_smollm2(tmp_path):
     alfworld_env, llm, task = shared_env(), smollm2(), first_task()
-    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
+    from muse_common.files import read_jsonl
 
     agent = make_agent("alfworld", llm, {"rollout_tokens": "16", "max_tokens": "16"})
     agent.reflection_tokens = 16

@@ -11,8 +11,8 @@ from llm_side.agents.metagent_p import make_agent
 from llm_side.backends.scripted import ScriptedLLM
 from llm_side.envs.plancraft import PlancraftEnv, make_env
 from llm_side.harness.contracts import TextEnv
-from muse_common.files import read_jsonl
 from llm_side.harness.runner import run_eval
+from muse_common.files import read_jsonl
 
 QUARTZ = "VAL0491"  # smelt nether_quartz_ore ([I19]) into quartz
 IMPOSSIBLE = "VAL0382"

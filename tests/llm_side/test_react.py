@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_side.agents import prompting
-from llm_side.agents.react import ReActAgent, few_shot_head, make_agent
+from llm_side.agents.base import few_shot_head
+from llm_side.agents.react import ReActAgent, make_agent
 from llm_side.backends.scripted import ScriptedLLM
 from llm_side.harness.contracts import Decision, EpisodeOutcome, Observation
 
@@ -110,6 +111,19 @@ def test_react_prompt_examples_transcript_and_stop():
     assert last.endswith("> think: find the mug\nOK.\n> go to desk 1\nOn the desk 1, you see a mug 1.\n>")
 
 
+def test_prompt_states_the_task_when_the_first_observation_does_not():
+    """ScienceWorld's first observation is the room, not the task: the task line goes in (once)."""
+    llm = ScriptedLLM([" look around"])
+    agent = ReActAgent(llm)
+    agent.begin_episode(Observation(text="This room is called the hallway.", task="Boil water."), task_id="t",
+                        episode=0, env=ExamplesEnv())
+    agent.act("This room is called the hallway.", None)
+    assert "Here is the task.\nBoil water.\nThis room is called the hallway.\n>" in llm.prompts[-1]
+    agent.begin_episode(_obs(), task_id="t", episode=1, env=ExamplesEnv())
+    agent.act("You are in a room.", None)
+    assert llm.prompts[-1].count("find a mug") == 1  # already in the first observation
+
+
 def test_react_malformed_output_is_invalid_action_not_crash():
     agent = ReActAgent(ScriptedLLM(["", "x" * 1000, "  "]))
     agent.begin_episode(_obs(), task_id="t", episode=0, env=object())
@@ -143,8 +157,8 @@ def test_context_budget_drops_old_steps():
 @pytest.mark.slow
 def test_react_real_alfworld_smollm2(tmp_path):
     alfworld_env, llm, task = shared_env(), smollm2(), first_task()
-    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
+    from muse_common.files import read_jsonl
 
     agent = make_agent("alfworld", llm, {"max_tokens": "24"})
     summary = run_eval(alfworld_env, agent, env_name="alfworld", agent_name="react", task_ids=[task],

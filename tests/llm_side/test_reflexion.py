@@ -101,8 +101,8 @@ def test_reflection_helpers_and_options():
 @pytest.mark.slow
 def test_reflexion_real_alfworld_smollm2_two_episodes(tmp_path):
     alfworld_env, llm, task = shared_env(), smollm2(), first_task()
-    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
+    from muse_common.files import read_jsonl
 
     agent = make_agent("alfworld", llm, {"max_tokens": "24"})
     agent.reflection_tokens = 32

@@ -210,16 +210,6 @@ def test_make_agent_rejects_bad_options():
 
 
 # ---- real run --------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def sw_env():
-    pytest.importorskip("scienceworld")
-    from llm_side.envs.scienceworld import make_env
-
-    env = make_env(step_timeout_s=60)
-    yield env
-    env.close()
-
-
 @pytest.mark.slow
 def test_refrea_runs_on_real_scienceworld_with_real_model(sw_env, tmp_path):
     from llm_side.backends import load_llm

@@ -11,8 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from llm_side import registry  # noqa: E402
-from muse_common.files import append_jsonl  # noqa: E402
 from llm_side.harness.report import competence_pairs, render, report, run_row  # noqa: E402
+from muse_common.files import append_jsonl  # noqa: E402
 
 
 def _write(folder: Path, env: str, rows: list[tuple[str, bool, int, list | None]]) -> Path:

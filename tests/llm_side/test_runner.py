@@ -10,8 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from harness_fakes import FakeEnv, MemoryAgent  # noqa: E402
 
-from muse_common.files import read_jsonl  # noqa: E402
 from llm_side.harness.runner import run_eval  # noqa: E402
+from muse_common.files import read_jsonl  # noqa: E402
 
 
 def _run(env, agent, out, tasks, episodes=3, **kw):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from hypothesis import strategies as st
 
 from llm_side.envs import scienceworld_tasks as tasks
 from llm_side.harness.contracts import Decision, EnvCrashed
+
+sys.path.insert(0, str(Path(__file__).parent))
+from harness_fakes import NoMemoryAgent  # noqa: E402
 
 # Gold path of train variation 0 of 4-1 (find-living-thing), from the simulator's own gold-path generator.
 GOLD_4_1_VAR0 = ["open door to kitchen", "go to kitchen", "open door to outside", "go to outside", "look around",
@@ -88,16 +92,6 @@ def test_report_tables_follow_table1_layout():
 
 
 # ---- the real simulator ----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def env():
-    pytest.importorskip("scienceworld")
-    from llm_side.envs.scienceworld import make_env
-
-    e = make_env(step_timeout_s=60)
-    yield e
-    e.close()
-
-
 def _java_children() -> list[int]:
     """Java processes whose parent is this test process (how an operator would find the JVM)."""
     me, out = os.getpid(), []
@@ -123,41 +117,41 @@ def test_make_env_rejects_bad_options():
 
 
 @pytest.mark.slow
-def test_task_ids_and_expansion(env):
-    ids = env.task_ids()
+def test_task_ids_and_expansion(sw_env):
+    ids = sw_env.task_ids()
     assert len(ids) == 90 and ids[:3] == ["1-1/var21", "1-1/var22", "1-1/var23"]
-    assert env.variations("4-1", "test")[0] == 225 and len(env.variations("4-1", "train")) == 150
-    assert env.expand_task_ids(["4-1", "find-living-thing/var3", "boil"]) == ["4-1/var225", "4-1/var3", "1-1/var21"]
+    assert sw_env.variations("4-1", "test")[0] == 225 and len(sw_env.variations("4-1", "train")) == 150
+    assert sw_env.expand_task_ids(["4-1", "find-living-thing/var3", "boil"]) == ["4-1/var225", "4-1/var3", "1-1/var21"]
     with pytest.raises(ValueError, match="variation 5000"):
-        env.reset("4-1/var5000")
+        sw_env.reset("4-1/var5000")
     with pytest.raises(ValueError, match="has variations 0..299"):
-        env.expand_task_ids(["4-1/var5000"])
+        sw_env.expand_task_ids(["4-1/var5000"])
 
 
 @pytest.mark.slow
-def test_gold_path_wins_with_score_100_and_lazy_valid_actions(env):
-    obs = env.reset("4-1/var0")
+def test_gold_path_wins_with_score_100_and_lazy_valid_actions(sw_env):
+    obs = sw_env.reset("4-1/var0")
     assert obs.task.startswith("Your task is to find a(n) living thing") and "hallway" in obs.text
     assert obs.admissible_actions is None and obs.info["length_class"] == "S"
-    valid = env.admissible_actions()
+    valid = sw_env.admissible_actions()
     assert GOLD_4_1_VAR0[0] in valid and len(valid) > 50
-    think = env.step("think: the animals are outside")
+    think = sw_env.step("think: the animals are outside")
     assert think.observation == "OK." and think.reward == 0.0
-    assert env.step("").observation.startswith("No known action") and not env.step("fly to the moon").done
+    assert sw_env.step("").observation.startswith("No known action") and not sw_env.step("fly to the moon").done
     rewards, result = [], None
     for action in GOLD_4_1_VAR0:
-        result = env.step(action)
-        assert result.admissible_actions is None and env.last_result is result
+        result = sw_env.step(action)
+        assert result.admissible_actions is None and sw_env.last_result is result
         rewards.append(result.reward)
     assert result.won and result.done and result.score == 100.0
     assert rewards[0] > 0 and sum(rewards) == 100
 
 
 @pytest.mark.slow
-def test_hung_jvm_times_out_as_env_crashed(env):
-    env.reset("7-1/var0")
-    pid = env.jvm_pid
-    env.step_timeout_s = 2.0
+def test_hung_jvm_times_out_as_env_crashed(sw_env):
+    sw_env.reset("7-1/var0")
+    pid = sw_env.jvm_pid
+    sw_env.step_timeout_s = 2.0
     try:
         os.kill(pid, signal.SIGSTOP)
         for _ in range(50):  # the signal is delivered asynchronously
@@ -166,19 +160,19 @@ def test_hung_jvm_times_out_as_env_crashed(env):
             time.sleep(0.05)
         t0 = time.monotonic()
         with pytest.raises(EnvCrashed, match="hung"):
-            env.step("open door to kitchen")
+            sw_env.step("open door to kitchen")
         assert time.monotonic() - t0 < 10
     finally:
-        env.step_timeout_s = 60.0
+        sw_env.step_timeout_s = 60.0
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    env.restart()
-    assert env.reset("7-1/var0").info["task_type"] == "7-1"
+    sw_env.restart()
+    assert sw_env.reset("7-1/var0").info["task_type"] == "7-1"
 
 
-class KillerAgent:
+class KillerAgent(NoMemoryAgent):
     """A test double that kills the JVM on its second action in the first task only."""
 
     name = "killer"
@@ -198,23 +192,14 @@ class KillerAgent:
             time.sleep(0.3)
         return Decision(action="open door to kitchen")
 
-    def end_episode(self, outcome):
-        pass
-
-    def memory(self):
-        return {}
-
-    def load_memory(self, memory):
-        pass
-
 
 @pytest.mark.slow
-def test_runner_records_crashed_episode_and_goes_on(env, tmp_path):
+def test_runner_records_crashed_episode_and_goes_on(sw_env, tmp_path):
     from llm_side.envs.scienceworld import report_tables
     from llm_side.harness.records import load_records
     from llm_side.harness.runner import run_eval
 
-    summary = run_eval(env, KillerAgent(), env_name="scienceworld", agent_name="killer",
+    summary = run_eval(sw_env, KillerAgent(), env_name="scienceworld", agent_name="killer",
                        task_ids=["4-1/var0", "7-1/var0"], episodes=1, max_steps=3, out_dir=tmp_path, progress=False)
     crashed, ok = load_records(tmp_path)
     assert summary["episodes"] == 2

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from llm_side.agents import self_awareness as sa
-from muse_common import metrics
 from llm_side.training.self_awareness import METRICS_FILE, split_by_task, train_msa
+from muse_common import metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_alfworld import ExpertAgent, LookAgent, shared_env  # noqa: E402
@@ -72,8 +72,8 @@ def test_msa_on_real_alfworld_records(tmp_path):
     """Expert (wins) and looking-around (fails) episodes from real games, through the runner."""
     alfworld_env = shared_env()
     from llm_side.backends import load_embedder
-    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
+    from muse_common.files import read_jsonl
 
     tasks = alfworld_env.task_ids("eval_out_of_distribution")[:2]
     for name, agent in (("expert", ExpertAgent()), ("look", LookAgent())):

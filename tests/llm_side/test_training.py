@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from llm_side import pipeline_alfworld as pipe
-from muse_common.files import append_jsonl
 from llm_side.training import dpo, sft
+from muse_common.files import append_jsonl
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -29,6 +29,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from llm_side.agents.base import LazyEmbedder
 from llm_side.agents.metagent_p.controller import MinecraftController, PlancraftController
 from llm_side.agents.metagent_p.memory import FailureCase, Pool, SuccessCase
 from llm_side.agents.metagent_p.planner import MINECRAFT_HEADER, PLANCRAFT_HEADER, Planner
@@ -69,7 +70,9 @@ class Config:
             raise ValueError(f"unknown regulation '{self.regulation}'; choose one of: {', '.join(REGULATIONS)}")
 
 
-class MetagentPAgent:
+class MetagentPAgent(LazyEmbedder):
+    """Planner, verifier, controller and reflector around one LLM; the Table 3 switches in `Config`."""
+
     cross_task_memory = True  # the pools are knowledge about the world, not about one task
 
     def __init__(self, llm: Any, env_name: str, config: Config, embedder: Any | None = None,
@@ -101,14 +104,10 @@ class MetagentPAgent:
             self.load_memory(json.loads(Path(config.memory_file).read_text()))
         self._reset_episode()
 
-    # embeddings are loaded on first retrieval only (the ablation base never needs them)
     def encode(self, texts: Any) -> Any:
-        if self._embedder is None:
-            from llm_side.backends import load_embedder
-
-            self._embedder = load_embedder()
-        self.reflector.embedder = self._embedder
-        return self._embedder.encode(texts)
+        """The pools' embedder: loaded on first retrieval only (the ablation base never needs it)."""
+        self.reflector.embedder = self.embedder
+        return self.embedder.encode(texts)
 
     def _reset_episode(self) -> None:
         self.subgoals: list[str] = []

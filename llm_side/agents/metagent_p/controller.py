@@ -15,7 +15,7 @@ class MinecraftController:
     env_name = "minecraft"
 
     def to_command(self, action: dict[str, Any]) -> str | None:
-        from llm_side.envs.minecraft.world import ActionError, action_from_dict, action_to_text
+        from llm_side.envs.minecraft.grammar import ActionError, action_from_dict, action_to_text
 
         if action.get("name") == "_raw":  # a step of a stored successful plan
             return str((action.get("args") or {}).get("command") or "") or None

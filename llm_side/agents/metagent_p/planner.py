@@ -13,22 +13,27 @@ sub-goal; actions: the agent falls back, see `agent.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 from llm_side.agents.metagent_p.memory import SuccessCase
 from llm_side.agents.metagent_p.parsing import parse_subgoals, parse_workflow
 
-DECOMPOSE_HEADER = """You are a helpful planner in Minecraft. Break the task into an ordered list of sub-goals. \
-Each sub-goal obtains, crafts, smelts or equips one item, using game item names.
-RESPONSE FORMAT: {"subgoals": ["sub-goal", "sub-goal"]}
-Ensure the response can be parsed by Python json.loads.
-Example:
+JSON_ONLY = "Ensure the response can be parsed by Python json.loads.\n"
+MINECRAFT_EXAMPLE_USER = """Example:
 USER:
 - task: cobblestone, quantity: 4, tool: wooden pickaxe
 - inventory: {"wooden_pickaxe": 1}
 SYSTEM:
-{"subgoals": ["equip 1 wooden_pickaxe", "mine 4 cobblestone"]}
+"""
+"""The example task both Minecraft prompts show (Table 9's), before each prompt's own answer to it."""
+
+DECOMPOSE_HEADER = """You are a helpful planner in Minecraft. Break the task into an ordered list of sub-goals. \
+Each sub-goal obtains, crafts, smelts or equips one item, using game item names.
+RESPONSE FORMAT: {"subgoals": ["sub-goal", "sub-goal"]}
+""" + JSON_ONLY + MINECRAFT_EXAMPLE_USER + """{"subgoals": ["equip 1 wooden_pickaxe", "mine 4 cobblestone"]}
 """
 
 MINECRAFT_HEADER = """You are a helpful planner in Minecraft, and good at planning workflows to complete \
@@ -37,15 +42,9 @@ The actions which can compose a workflow are as follows:
 find (obj); approach (obj); craft (obj, materials, platform); smelt (obj, materials, platform); mine \
 (obj, tool); attack (obj, tool); equip (obj); digdown (y_level, tool); digup (tool); apply (obj, tool).
 RESPONSE FORMAT: {"workflow": [{"times": "n", "actions": [{"name": "action name", "args": {"arg name": value}}]}]}
-Ensure the response can be parsed by Python json.loads.
-Example:
-USER:
-- task: cobblestone, quantity: 4, tool: wooden pickaxe
-- inventory: {"wooden_pickaxe": 1}
-SYSTEM:
-{"workflow": [{"times": "1", "actions": [{"name": "equip", "args": {"obj": "wooden pickaxe"}}]}, \
-{"times": "4", "actions": [{"name": "find", "args": {"obj": "stone"}}, {"name": "approach", "args": \
-{"obj": "stone"}}, {"name": "mine", "args": {"obj": "stone", "tool": "wooden pickaxe"}}]}]}
+""" + JSON_ONLY + MINECRAFT_EXAMPLE_USER + """{"workflow": [{"times": "1", "actions": [{"name": "equip", "args": \
+{"obj": "wooden pickaxe"}}]}, {"times": "4", "actions": [{"name": "find", "args": {"obj": "stone"}}, {"name": \
+"approach", "args": {"obj": "stone"}}, {"name": "mine", "args": {"obj": "stone", "tool": "wooden pickaxe"}}]}]}
 """
 
 PLANCRAFT_HEADER = """You are a helpful planner for crafting in Minecraft. The crafting grid is \
@@ -65,20 +64,20 @@ SYSTEM:
 """
 
 
+@dataclasses.dataclass(eq=False)
 class Planner:
     """LLM planner; `use_experience=False` is the LLM-only planner of the ablation's base model;
-    `decompose_header=None` plans the whole task as one sub-goal."""
+    `decompose_header=None` plans the whole task as one sub-goal. `calls` and `parse_failures` count
+    the LLM calls and the replies that did not parse."""
 
-    def __init__(self, llm: Any, header: str = MINECRAFT_HEADER, use_experience: bool = True,
-                 retries: int = 2, max_tokens: int = 256, decompose_header: str | None = DECOMPOSE_HEADER):
-        self.llm = llm
-        self.header = header
-        self.decompose_header = decompose_header
-        self.use_experience = use_experience
-        self.retries = retries
-        self.max_tokens = max_tokens
-        self.calls = 0
-        self.parse_failures = 0
+    llm: Any
+    header: str = MINECRAFT_HEADER
+    use_experience: bool = True
+    retries: int = 2
+    max_tokens: int = 256
+    decompose_header: str | None = DECOMPOSE_HEADER
+    calls: int = dataclasses.field(default=0, init=False)
+    parse_failures: int = dataclasses.field(default=0, init=False)
 
     def _experience(self, experience: list[SuccessCase]) -> str:
         if self.use_experience and experience:
@@ -102,15 +101,7 @@ class Planner:
         if self.decompose_header is None:
             return None
         prompt = self.decompose_prompt(task_info, scene, inventory, experience or [], feedback)
-        for attempt in range(self.retries + 1):
-            self.calls += 1
-            reply = self.llm.complete(prompt, max_tokens=min(self.max_tokens, 128),
-                                      temperature=0.0 if attempt == 0 else 0.8, seed=attempt, stop=["\nUSER:"])[0]
-            goals = parse_subgoals(reply)
-            if goals:
-                return goals
-            self.parse_failures += 1
-        return None
+        return self._ask(prompt, parse_subgoals, min(self.max_tokens, 128))
 
     def prompt(self, task_info: dict[str, Any], scene: str, inventory: dict[str, int],
                experience: list[SuccessCase], feedback: str, subgoal: str | None = None,
@@ -128,12 +119,17 @@ class Planner:
         """Eq. 1, second level: a flat list of {"name", "args"} actions for `subgoal` (the whole task when
         None), or None after `retries` unparseable replies."""
         prompt = self.prompt(task_info, scene, inventory, experience or [], feedback, subgoal, rules)
+        return self._ask(prompt, parse_workflow, self.max_tokens)
+
+    def _ask(self, prompt: str, parse: Callable[[str], list[Any] | None], max_tokens: int) -> list[Any] | None:
+        """The LLM's parsed reply: greedy first, then `retries` more tries at temperature 0.8; None if
+        no reply parses."""
         for attempt in range(self.retries + 1):
             self.calls += 1
-            reply = self.llm.complete(prompt, max_tokens=self.max_tokens, temperature=0.0 if attempt == 0 else 0.8,
+            reply = self.llm.complete(prompt, max_tokens=max_tokens, temperature=0.0 if attempt == 0 else 0.8,
                                       seed=attempt, stop=["\nUSER:"])[0]
-            actions = parse_workflow(reply)
-            if actions:
-                return actions
+            parsed = parse(reply)
+            if parsed:
+                return parsed
             self.parse_failures += 1
         return None

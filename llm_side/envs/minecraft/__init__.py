@@ -8,20 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from llm_side.envs.minecraft.grammar import instructions
 from llm_side.envs.minecraft.tasks import LEVELS, TASKS, get_task, task_ids
 from llm_side.harness.contracts import Observation, StepResult
 
 __all__ = ["MinecraftEnv", "make_env", "report_tables", "task_ids"]
 
-INSTRUCTIONS = (
-    "Actions (one per step): find <obj> | approach <obj> | mine <obj> [with <tool>] | "
-    "craft <obj> [x<n>] [using crafting_table] | smelt <obj> [x<n>] [using furnace] | "
-    "attack <mob> [with <tool>] | equip <item> | dig-down <y> with <pickaxe> | dig-up with <pickaxe> | "
-    "apply <obj> with <tool>. Use game item names (oak_log, oak_planks, cobblestone, iron_ore). "
-    "Mine a block only after 'find' and 'approach' it. A crafting_table must be in the inventory for "
-    "3x3 recipes and a furnace (with fuel) for smelting. Ores lie deeper: iron y<=63, gold y<=31, "
-    "redstone and diamond y<=15."
-)
+INSTRUCTIONS = instructions()
 
 
 class MinecraftEnv:

@@ -12,7 +12,8 @@ import math
 from collections import Counter
 
 from llm_side.envs.minecraft.data import FUEL_TICKS, SMELT_TICKS, SMELTING, GameData, Recipe
-from llm_side.envs.minecraft.world import BIOMES, SURFACE_Y, UNDERGROUND, World
+from llm_side.envs.minecraft.tables import BIOMES, SURFACE_Y, UNDERGROUND
+from llm_side.envs.minecraft.world import World
 
 TOOL_TIERS = ("wooden", "stone", "iron", "diamond")
 

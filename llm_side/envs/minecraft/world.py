@@ -1,5 +1,6 @@
-"""The text Minecraft world: a seeded strip of biomes over ore depth bands, with the action space of
-Metagent-P (Table 5 / appendix F.1), each action costing game ticks.
+"""The text Minecraft world's simulation: one survival episode's state and what each action does to
+it, each action costing game ticks. The action grammar is `grammar.py`, the world's tables (terrain,
+ore depths, mobs, costs) `tables.py`, the game rules read from minecraft-data `data.py`.
 
 Why a world of our own: no real Minecraft runs offline. It is faithful where planning is concerned
 (recipes, harvest tools, drops and durability come from `data.py`), and it has the "environmental
@@ -7,202 +8,65 @@ disruptions" of Figure 6: night with hostile mobs, mobs in dark caves, health, t
 break, furnaces that need fuel. Invalid actions return a `Failed: ...` message that says why and
 what would fix it; they never raise.
 
-Modelling choices (documented, not from the paper): the surface is at y=64 and a 1-D strip of
-16-block chunks, each with a biome; walking costs 5 ticks a block. Underground, what `find` can
-see depends on the y band (vanilla 1.16 ore heights). `find` reveals a patch (a tree, a vein) of a
-few units; `mine` needs the target approached. Break time follows vanilla: 30 * hardness / tool
-speed ticks with the right tool, 5x slower without one. 24000 ticks make a day; night is
-13000-23000.
+Modelling choices (documented, not from the paper; the tables' own are in `tables.py`): `find`
+reveals a patch (a tree, a vein) of a few units; `mine` needs the target approached. Break time
+follows vanilla: 30 * hardness / tool speed ticks with the right tool, 5/1.5 times that without it.
+Loot is one roll of a loot table (`roll_loot`), whether a block is mined, a creature is killed by
+`attack` or a hostile mob dies in a hazard fight. Digging (`dig-down`, `dig-up`) breaks one stone
+block per y level with a pickaxe, collects its cobblestone, and wears the pickaxe one use per block,
+in either direction.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
-import re
 from collections import Counter
-from typing import Any
 
-from llm_side.envs.minecraft.data import FUEL_TICKS, SMELT_TICKS, SMELTING, GameData, canonical
-
-SURFACE_Y = 64
-BEDROCK_Y = 5
-DAY_TICKS = 24000
-NIGHT = (13000, 23000)
-MAX_HEALTH = 20.0
-WALK_TICKS_PER_BLOCK = 5
-SEARCH_CHUNKS = 48
-
-BIOMES: dict[str, dict[str, int]] = {  # surface things and patch sizes
-    "forest": {"oak_log": 5, "oak_leaves": 8, "grass": 6, "dirt": 64, "grass_block": 64, "pig": 1},
-    "plains": {"grass": 12, "dirt": 64, "grass_block": 64, "oak_log": 4, "oak_leaves": 6, "cow": 1,
-               "sheep": 1, "pig": 1},
-    "desert": {"sand": 64, "dirt": 16, "cactus": 3},
-    "river": {"sand": 32, "gravel": 16, "dirt": 32, "water": 64, "grass": 4, "clay": 6},
-    "mountains": {"stone": 64, "coal_ore": 6, "iron_ore": 3, "grass_block": 32, "dirt": 32, "gravel": 8},
-}
-BIOME_WEIGHTS = {"forest": 4, "plains": 4, "desert": 1, "river": 2, "mountains": 2}
-# Underground: (min y, max y, patch size, search ticks) -- vanilla 1.16 ore distribution.
-UNDERGROUND: dict[str, tuple[int, int, int, int]] = {
-    "stone": (BEDROCK_Y, 62, 64, 20),
-    "dirt": (50, 63, 16, 60),
-    "gravel": (BEDROCK_Y, 62, 8, 200),
-    "coal_ore": (BEDROCK_Y, 127, 6, 300),
-    "iron_ore": (BEDROCK_Y, 63, 4, 600),
-    "gold_ore": (BEDROCK_Y, 31, 4, 1200),
-    "lapis_ore": (BEDROCK_Y, 30, 5, 1500),
-    "redstone_ore": (BEDROCK_Y, 15, 4, 1200),
-    "diamond_ore": (BEDROCK_Y, 15, 2, 2500),
-}
-MOBS: dict[str, dict[str, float]] = {  # health, damage dealt to the player per hit exchange
-    "zombie": {"health": 20, "damage": 3}, "skeleton": {"health": 20, "damage": 3},
-    "spider": {"health": 16, "damage": 2}, "pig": {"health": 10, "damage": 0},
-    "cow": {"health": 10, "damage": 0}, "sheep": {"health": 8, "damage": 0},
-}
-HOSTILE = ("zombie", "skeleton", "spider")
-TOOL_SPEED = {"wooden": 2, "stone": 4, "iron": 6, "diamond": 8, "netherite": 9, "golden": 12}
-SWORD_DAMAGE = {"wooden_sword": 4, "golden_sword": 4, "stone_sword": 5, "iron_sword": 6,
-                "diamond_sword": 7, "netherite_sword": 8}
-TOOL_FOR_MATERIAL = {"rock": "pickaxe", "wood": "axe", "dirt": "shovel", "plant": "axe"}
-# apply(obj, tool) outcomes (vanilla interactions the tasks can use).
-APPLY: dict[tuple[str, str], str] = {("sheep", "shears"): "white_wool", ("water", "bucket"): "water_bucket",
-                                     ("grass", "shears"): "grass", ("oak_leaves", "shears"): "oak_leaves",
-                                     ("cow", "bucket"): "milk_bucket"}
-ACTIONS = ("find", "approach", "mine", "craft", "smelt", "attack", "equip", "dig-down", "dig-up", "apply")
-COST = {"approach": 40, "craft": 20, "equip": 5, "attack": 20, "apply": 20}
+from llm_side.envs.minecraft.data import FUEL_TICKS, SMELT_TICKS, SMELTING, GameData, Loot
+from llm_side.envs.minecraft.grammar import Action, ActionError, parse_action
+from llm_side.envs.minecraft.tables import (
+    APPLY,
+    BEDROCK_Y,
+    BIOME_WEIGHTS,
+    BIOMES,
+    COST,
+    DAY_TICKS,
+    HOSTILE,
+    MAX_HEALTH,
+    MOBS,
+    NIGHT,
+    SEARCH_CHUNKS,
+    SURFACE_Y,
+    SWORD_DAMAGE,
+    TOOL_FOR_MATERIAL,
+    TOOL_SPEED,
+    UNDERGROUND,
+    WALK_TICKS_PER_BLOCK,
+)
 
 
-@dataclasses.dataclass
-class Action:
-    """A parsed action: name plus arguments (obj, tool, platform, y_level, count)."""
-
-    name: str
-    obj: str | None = None
-    tool: str | None = None
-    platform: str | None = None
-    y_level: int | None = None
-    count: int = 1
-
-
-class ActionError(ValueError):
-    """An action that cannot be parsed; the message says what syntax is expected."""
-
-
-SYNTAX = ("find <obj> | approach <obj> | mine <obj> [with <tool>] | craft <obj> [x<n>] [using <platform>] | "
-          "smelt <obj> [x<n>] [using furnace] | attack <obj> [with <tool>] | equip <obj> | "
-          "dig-down <y> [with <tool>] | dig-up [with <tool>] | apply <obj> with <tool>; or the JSON form "
-          '{"name": "mine", "args": {"obj": "log", "tool": null}}')
-
-
-def parse_action(text: str) -> Action:
-    """Parse the text form or the paper's JSON form of an action."""
-    text = text.strip().strip("`").strip()
-    if text.startswith("{"):
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ActionError(f"could not parse JSON action ({e.msg}); expected {SYNTAX}") from e
-        return action_from_dict(d)
-    text = re.sub(r"^(action|act)\s*:\s*", "", text, flags=re.I).strip().rstrip(".")
-    m = re.match(r"(?i)^(find|approach|mine|craft|smelt|attack|equip|dig[-_ ]?down|dig[-_ ]?up|apply)\b\s*(.*)$",
-                 text)
-    if not m:
-        raise ActionError(f"unknown action '{text[:60]}'; expected {SYNTAX}")
-    name = re.sub(r"[_ ]", "-", m.group(1).lower())
-    name = {"digdown": "dig-down", "digup": "dig-up"}.get(name, name)
-    rest = m.group(2)
-    tool = platform = None
-    count = 1
-    tm = re.search(r"\s*\b(?:with|using the|using)\s+(.+)$", rest, flags=re.I)
-    if tm:
-        arg = tm.group(1)
-        rest = rest[: tm.start()]
-        if name in ("craft", "smelt"):
-            platform = _clean_obj(arg)
-        else:
-            tool = _clean_obj(arg)
-    cm = re.search(r"\s*(?:x\s*(\d+)|\*\s*(\d+))\s*$", rest)
-    if cm:
-        count = int(cm.group(1) or cm.group(2))
-        rest = rest[: cm.start()]
-    if name == "dig-down":
-        ym = re.search(r"-?\d+", rest)
-        if not ym:
-            raise ActionError("dig-down needs a target y level, e.g. 'dig-down 12 with stone_pickaxe'")
-        return Action(name, tool=tool, y_level=int(ym.group(0)))
-    if name == "dig-up":
-        return Action(name, tool=tool)
-    obj = _clean_obj(rest)
-    if not obj:
-        raise ActionError(f"'{name}' needs an object, e.g. '{name} oak_log'; expected {SYNTAX}")
-    return Action(name, obj=obj, tool=tool, platform=platform, count=max(1, min(count, 64)))
-
-
-def _clean_obj(s: str) -> str | None:
-    s = re.sub(r"^(?:a|an|the|some|\d+)\s+", "", s.strip().strip("'\"()[]"), flags=re.I)
-    if not s or s.lower() in ("none", "null", "hand", "nothing", "bare hand"):
-        return None
-    return canonical(s)
-
-
-def action_from_dict(d: Any) -> Action:
-    """{"name": "craft", "args": {"obj": {"stone pickaxe": 1}, "materials": ..., "platform": ...}}."""
-    if not isinstance(d, dict) or "name" not in d:
-        raise ActionError(f"a JSON action needs a 'name' and 'args'; expected {SYNTAX}")
-    name = str(d["name"]).lower().replace("_", "-")
-    name = {"digdown": "dig-down", "digup": "dig-up"}.get(name, name)
-    if name not in ACTIONS:
-        raise ActionError(f"unknown action '{name}'; choose one of {', '.join(ACTIONS)}")
-    args = d.get("args") or {}
-    if not isinstance(args, dict):
-        raise ActionError("'args' must be an object")
-    obj, count = args.get("obj"), 1
-    if isinstance(obj, dict) and obj:
-        (obj, count), = list(obj.items())[:1]
-        try:
-            count = int(count)
-        except (TypeError, ValueError):
-            count = 1
-    y = args.get("y_level")
-    try:
-        y = int(y) if y is not None else None
-    except (TypeError, ValueError) as e:
-        raise ActionError("y_level must be a number") from e
-    if name == "dig-down" and y is None:
-        raise ActionError("dig-down needs 'y_level'")
-    if name not in ("dig-down", "dig-up") and not obj:
-        raise ActionError(f"'{name}' needs args.obj")
-    return Action(name, obj=_clean_obj(str(obj)) if obj else None,
-                  tool=_clean_obj(str(args["tool"])) if args.get("tool") else None,
-                  platform=_clean_obj(str(args["platform"])) if args.get("platform") else None,
-                  y_level=y, count=max(1, min(int(count), 64)))
-
-
-def action_to_text(a: Action) -> str:
-    """The canonical text form (what the planner's workflow becomes)."""
-    if a.name == "dig-down":
-        return f"dig-down {a.y_level}" + (f" with {a.tool}" if a.tool else "")
-    if a.name == "dig-up":
-        return "dig-up" + (f" with {a.tool}" if a.tool else "")
-    s = f"{a.name} {a.obj}" + (f" x{a.count}" if a.count > 1 else "")
-    if a.platform:
-        s += f" using {a.platform}"
-    if a.tool:
-        s += f" with {a.tool}"
-    return s
+def roll_loot(rng: random.Random, table: list[Loot]) -> Counter:
+    """One roll of a loot table: each entry drops with its chance, in a count from its range."""
+    got: Counter = Counter()
+    for loot in table:
+        if rng.random() < loot.chance:
+            got[loot.item] += rng.randint(*loot.count_range)
+    return got
 
 
 @dataclasses.dataclass
 class Outcome:
+    """What one action did: whether it worked, the observation text, and the game ticks it took."""
+
     ok: bool
     message: str
     ticks: int
 
 
 class World:
-    """One survival episode's world state. `act(text)` applies an action and returns (ok, message)."""
+    """One survival episode's world state. `act(text)` applies an action and returns its `Outcome`."""
 
     def __init__(self, data: GameData, seed: int = 0, hazards: bool = True):
         self.data = data
@@ -289,9 +153,7 @@ class World:
             if self.health <= 0:
                 self.dead = True
                 return notes + " You died."
-            for loot in self.data.entity_loot.get(mob, []):
-                if self.rng.random() < loot.chance:
-                    self.inventory[loot.item] += 1
+            self.inventory.update(roll_loot(self.rng, self.data.entity_loot.get(mob, [])))
         self.health = min(MAX_HEALTH, self.health + ticks / 400)  # natural regeneration on a full stomach
         return notes
 
@@ -405,10 +267,7 @@ class World:
         if needs and tool not in needs:
             return Outcome(False, f"Failed: the {obj} broke but dropped nothing: {obj} needs one of "
                            f"{', '.join(sorted(needs))} (you used {tool or 'your hand'}).{broke}", ticks)
-        got = Counter()
-        for loot in self.data.drops(obj):
-            if self.rng.random() < loot.chance:
-                got[loot.item] += self.rng.randint(*loot.count_range)
+        got = roll_loot(self.rng, self.data.drops(obj))
         self.inventory.update(got)
         what = ", ".join(f"{v} {k}" for k, v in got.items()) or "nothing this time (drops are random; try again)"
         return Outcome(True, f"OK: mined {obj}, got {what}.{broke}", ticks)
@@ -498,10 +357,7 @@ class World:
             self.dead = True
             return Outcome(False, f"Failed: the {obj} killed you.", hits * 10)
         self._use_patch(obj)
-        got = Counter()
-        for loot in self.data.entity_loot.get(obj, []):
-            if self.rng.random() < loot.chance:
-                got[loot.item] += self.rng.randint(*loot.count_range)
+        got = roll_loot(self.rng, self.data.entity_loot.get(obj, []))
         self.inventory.update(got)
         return Outcome(True, f"OK: killed the {obj}, got {', '.join(got) or 'nothing'}.{broke}", hits * 10)
 
@@ -515,42 +371,33 @@ class World:
         target = max(BEDROCK_Y, int(a.y_level or 0))
         if target >= self.y:
             return Outcome(False, f"Failed: you are at y={self.y}; dig-down needs a lower y level.", 1)
+        return self._dig(a, target)
+
+    def _dig_up(self, a: Action) -> Outcome:
+        if self.y >= SURFACE_Y:
+            return Outcome(False, "Failed: you are already on the surface.", 1)
+        return self._dig(a, SURFACE_Y)
+
+    def _dig(self, a: Action, target: int) -> Outcome:
+        """Break one stone block per y level towards `target` with a pickaxe; stops where it breaks."""
+        way = "down" if target < self.y else "up"
         tool, err = self._tool(a)
         if err:
             return Outcome(False, err, 1)
         needs = self.data.harvest_tools("stone") or set()
         if tool not in needs:
-            return Outcome(False, f"Failed: digging through stone needs a pickaxe ({', '.join(sorted(needs))}); "
-                           f"you have {tool or 'your hand'} equipped.", 20)
+            return Outcome(False, "Failed: digging through stone needs a pickaxe "
+                           f"({', '.join(sorted(needs))}); you have {tool or 'your hand'} equipped.", 20)
         ticks, msg = 0, ""
-        while self.y > target:
-            self.y -= 1
+        while self.y != target:
+            self.y += 1 if way == "up" else -1
             ticks += self.break_ticks("stone", tool)
             self.inventory["cobblestone"] += 1
             msg = self._wear(tool)
             if msg:
                 break
         self.visible, self.near = {}, None
-        return Outcome(True, f"OK: dug down to y={self.y}.{msg}", ticks)
-
-    def _dig_up(self, a: Action) -> Outcome:
-        if self.y >= SURFACE_Y:
-            return Outcome(False, "Failed: you are already on the surface.", 1)
-        tool, err = self._tool(a)
-        if err:
-            return Outcome(False, err, 1)
-        needs = self.data.harvest_tools("stone") or set()
-        if tool not in needs:
-            return Outcome(False, "Failed: digging up through stone needs a pickaxe.", 20)
-        ticks, msg = 0, ""
-        while self.y < SURFACE_Y:
-            self.y += 1
-            ticks += self.break_ticks("stone", tool)
-            msg = self._wear(tool)
-            if msg:
-                break
-        self.visible, self.near = {}, None
-        return Outcome(True, f"OK: dug up to y={self.y}.{msg}", ticks)
+        return Outcome(True, f"OK: dug {way} to y={self.y}.{msg}", ticks)
 
     def _apply(self, a: Action) -> Outcome:
         tool, err = self._tool(a)

@@ -1,0 +1,62 @@
+"""The settings of an LLM run as a YAML file and as flags, shared by `muse-llm run` (cli.py) and
+`muse-llm compare` (compare.py): one loader with one set of error lines, and the task-selection flags
+both commands take, with the same names, types and help.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class SettingsError(ValueError):
+    """A settings file that cannot be used; the message is one line naming the file and the fix."""
+
+
+def load_settings(path: str | None, keys: tuple[str, ...], what: str = "run settings") -> dict[str, Any]:
+    """The mapping in the YAML file `path` ({} when no file is given), refused with a `SettingsError`
+    when the file is missing, not UTF-8, not YAML, empty, not a mapping, has keys outside `keys`, or has
+    an `env_opt`/`agent_opt` that is not a mapping."""
+    if not path:
+        return {}
+    p = Path(path)
+    if not p.is_file():
+        raise SettingsError(f"config file {p} not found")
+    try:
+        data = yaml.safe_load(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise SettingsError(f"config file {p} is not UTF-8 text (byte {e.start}); give a YAML file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise SettingsError(f"config file {p} is not valid YAML: {getattr(e, 'problem', None) or e}{where}") from None
+    if data is None:
+        raise SettingsError(f"config file {p} is empty; give the {what} ({', '.join(keys)}) or drop --config")
+    if not isinstance(data, dict):
+        raise SettingsError(f"{p} must hold a mapping of {what}")
+    unknown = sorted(set(data) - set(keys))
+    if unknown:
+        raise SettingsError(f"{p}: unknown key(s) {unknown}; allowed: {', '.join(keys)}")
+    for key in ("env_opt", "agent_opt"):
+        if not isinstance(data.get(key) or {}, dict):
+            raise SettingsError(f"{p}: '{key}' must be a mapping of option: value, got {data[key]!r}")
+    return data
+
+
+MODEL_HELP = ("smollm2 | qwen0.5b (default; env MUSE_LLM_MODEL) | qwen1.5b | gemma270m | hf:DIR | gguf:FILE"
+              " | openai:URL:MODEL")
+
+
+def add_task_flags(parser: argparse.ArgumentParser, env_help: str | None = None) -> None:
+    """The flags that choose the env, its tasks, the model and the seed (settings-file keys env, split,
+    tasks, limit, max_steps, model, seed); a flag given on the line wins over the file."""
+    parser.add_argument("--env", help=env_help)
+    parser.add_argument("--split")
+    parser.add_argument("--tasks", help="comma-separated task ids")
+    parser.add_argument("--limit", type=int, help="first N tasks only")
+    parser.add_argument("--max-steps", type=int, help="default: the env's own limit")
+    parser.add_argument("--model", help=MODEL_HELP)
+    parser.add_argument("--seed", type=int)
