@@ -150,12 +150,14 @@ PAPER_TABLE1 = {"muse": {"sa_accuracy": 0.92, "sa_auroc": 0.95, "success_rate": 
 
 
 def _one_outcome(r: dict[str, Any]) -> str | None:
-    """'all failed' / 'all solved' when every episode had the same outcome (accuracy is degenerate then)."""
+    """'all 5 episodes failed' / 'all 5 episodes solved' when every episode had the same outcome: the
+    self-awareness metrics are then degenerate (AUROC undefined, accuracy a base rate)."""
     rates = [t.get("success_rate") for t in r.get("tasks", [])]
+    n = r.get("episodes", 0)
     if rates and all(x == 0.0 for x in rates):
-        return "all episodes failed"
+        return f"all {n} episodes failed"
     if rates and all(x == 1.0 for x in rates):
-        return "all episodes solved"
+        return f"all {n} episodes solved"
     return None
 
 
@@ -164,8 +166,11 @@ def _cell(r: dict[str, Any], key: str, pct: bool) -> str:
         return "n/a (no quantile head)"
     text = _fmt(r.get(key), pct)
     one = _one_outcome(r)
-    if one and key in ("sa_accuracy", "sa_auroc"):
-        text += f" ({one}: one outcome class)"
+    if one and key == "sa_accuracy":
+        share = "fail" if "failed" in one else "succeed"
+        text += f" ({one}: one outcome class, so accuracy is only the share of steps predicted to {share})"
+    elif one and key == "sa_auroc":
+        text += f" ({one}: undefined with one outcome class)"
     return text
 
 

@@ -107,5 +107,8 @@ def test_muse_outputs_have_quantile_plot_and_row(tmp_path):
 def test_one_outcome_class_is_said_in_words():
     res = evaluate.summarize("muse", [ep("a", 0, False, [1.0, 2.0]), ep("a", 1, False, [0.0])], 5, 20)
     md = evaluate.table_markdown([res])
-    assert "| MUSE | Accuracy | 100% (all episodes failed: one outcome class) |" in md
-    assert "| MUSE | AUROC | n/a (all episodes failed: one outcome class) |" in md
+    assert ("| MUSE | Accuracy | 100% (all 2 episodes failed: one outcome class, so accuracy is only the share of "
+            "steps predicted to fail) |") in md
+    assert "| MUSE | AUROC | n/a (all 2 episodes failed: undefined with one outcome class) |" in md
+    mixed = evaluate.summarize("muse", [ep("a", 0, True, [4.0, 5.0]), ep("a", 1, False, [0.0])], 5, 20)
+    assert "one outcome class" not in evaluate.table_markdown([mixed])
