@@ -22,6 +22,7 @@ from flax import nnx
 from muse_jax import behavior, regulation
 from muse_jax.agent_kinds import AGENT_KINDS
 from muse_jax.behavior import Actor, Critic
+from muse_jax.competence import competence
 from muse_jax.config import Config
 from muse_jax.nets import feature
 from muse_jax.world_model import ObsSpec, WorldModel, dtype_of
@@ -229,7 +230,7 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
     probs = agent.wm.competence_probs(feat)
     value = agent.critic.value(feat)
     scale = jnp.maximum(cfg.behavior.retnorm_limit, tr.ret_hi.get_value() - tr.ret_lo.get_value())
-    info: dict[str, jax.Array] = {"competence": probs.sum(-1), "competence_probs": probs,
+    info: dict[str, jax.Array] = {"competence": competence(probs), "competence_probs": probs,
                                   "value": value, "value_normalized": value / scale,
                                   "quantile": (probs > 0.5).sum(-1).astype(jnp.float32)}
     B, A = feat.shape[0], agent.spec.act_dim
