@@ -143,8 +143,11 @@ def restore_learner(path: str | os.PathLike, *, step: int | None = None, agent: 
                                   "meta); point at the --logdir of a pretrain run.")
         check_model_overrides(meta["config"], overrides, step_dir)
         _check_agent_kind(checkpoint_agent_kind(meta), agent, overrides, path)
-        cfg = from_dict(meta["config"], overrides)
-        template = abstract_learner(cfg, spec_from_meta(meta, cfg), int(meta.get("seed", cfg.train.seed)))
+        saved_cfg, cfg = from_dict(meta["config"]), from_dict(meta["config"], overrides)
+        spec = spec_from_meta(meta, saved_cfg)
+        if obs_spec(cfg) != obs_spec(saved_cfg):  # an override reshapes the inputs (e.g. env.image): build for
+            spec = obs_spec(cfg)  # them, and the restore names the first parameter that no longer fits
+        template = abstract_learner(cfg, spec, int(meta.get("seed", cfg.train.seed)))
         state, replay, meta = ck.restore(step, state_template=template.state, with_replay=with_replay)
     return RestoredLearner(cfg, SplitLearner(template.graphdef, state), replay, meta, step, step_dir)
 

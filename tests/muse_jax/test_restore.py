@@ -57,6 +57,11 @@ def test_restore_learner_refuses_what_does_not_fit(saved_run, kwargs, words):
     assert "\n" not in msg and all(w in msg for w in words), msg
 
 
+def test_override_that_reshapes_the_inputs_names_the_first_parameter(saved_run):
+    with pytest.raises(CheckpointMismatchError, match=r"does not fit the model built from the config: parameter '"):
+        restore_learner(saved_run[0], overrides={"env.image": True})
+
+
 def test_checkpoint_without_config_is_named(tmp_path, saved_run):
     with Checkpointer(tmp_path / "checkpoints", keep=1) as ck:
         ck.save(1, saved_run[2].state, meta={})
