@@ -193,10 +193,13 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     try:
         while env_steps < total:
             mode = "random" if env_steps < cfg.train.prefill else act_mode
+            n_faults = len(collector.faults)
             for ep in collector.step(driver.state, mode):
                 replay.add_episode(ep.data, ep.success_T)
                 window.append(ep)
                 counters["episodes"] += 1
+            if len(collector.faults) > n_faults:  # an env crash may be NaN actions from a NaN loss: name the loss
+                driver.metrics.check()
             env_steps += collector.num_envs
             if env_steps >= cfg.train.prefill:
                 driver.train(replay, train_steps_due(env_steps, cfg.train.train_ratio, r.batch_size, r.seq_len))
