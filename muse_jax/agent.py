@@ -1,8 +1,8 @@
 """The MUSE / DreamerV3 agent as pure functions around Flax NNX modules.
 
-`create_learner` builds the modules and their one optimiser (dreamerv3's LaProp chain over world
-model, actor and critic) once and splits them into a static `graphdef` and a `state` pytree (params,
-optimiser state, return-normaliser stats, step).
+`create_learner` builds the `Learner` (the agent's modules plus their one optimiser, dreamerv3's
+LaProp chain over world model, actor and critic) once and splits it into a static `graphdef` and a
+`state` pytree (params, optimiser state, return-normaliser stats, step): a `SplitLearner`.
 `train_step` and `policy_step` are pure functions of (graphdef, state, ...) so they jit, donate and
 shard like any JAX function; inside they rebuild the modules with `nnx.merge` at trace time only.
 """
@@ -10,6 +10,8 @@ shard like any JAX function; inside they rebuild the modules with `nnx.merge` at
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -18,15 +20,18 @@ import optax
 from flax import nnx
 
 from muse_jax import behavior, regulation
+from muse_jax.agent_kinds import AGENT_KINDS
 from muse_jax.behavior import Actor, Critic
+from muse_jax.competence import competence
 from muse_jax.config import Config
 from muse_jax.nets import feature
 from muse_jax.world_model import ObsSpec, WorldModel, dtype_of
 
-__all__ = ["Agent", "Learner", "ObsSpec", "create_learner", "initial_carry", "make_optimizer", "make_policy_step",
-           "make_train_step", "policy_step", "train_step"]
+__all__ = ["Agent", "Learner", "ObsSpec", "POLICY_MODES", "SplitLearner", "create_learner", "initial_carry",
+           "make_optimizer", "make_policy_step", "make_train_step", "policy_step", "train_step"]
 
-MODES = ("muse", "dreamer", "random")
+POLICY_MODES = (*AGENT_KINDS, "random")
+"""How `policy_step` acts: as one of the agent kinds, or uniformly at random (the prefill)."""
 
 
 class Agent(nnx.Module):
@@ -85,7 +90,7 @@ def _trained(agent: Agent) -> tuple[nnx.Module, nnx.Module, nnx.Module]:
     return agent.wm, agent.actor, agent.critic
 
 
-class Trainer(nnx.Module):
+class Learner(nnx.Module):
     """Agent plus everything training mutates: the optimiser state, return stats, step."""
 
     def __init__(self, cfg: Config, spec: ObsSpec, rngs: nnx.Rngs):
@@ -98,8 +103,8 @@ class Trainer(nnx.Module):
 
 
 @dataclasses.dataclass(frozen=True)
-class Learner:
-    """Static graph definition + state pytree of a Trainer."""
+class SplitLearner:
+    """A `Learner` split by `nnx.split`: the static graph definition + the state pytree."""
 
     graphdef: Any
     state: Any
@@ -112,13 +117,12 @@ class Learner:
         return nnx.merge(self.graphdef, self.state).cfg
 
 
-def create_learner(cfg: Config, spec: ObsSpec, seed: int) -> Learner:
+def create_learner(cfg: Config, spec: ObsSpec, seed: int) -> SplitLearner:
     """Initialise agent parameters and optimiser states from `seed`."""
-    trainer = Trainer(cfg, spec, nnx.Rngs(params=seed))
-    graphdef, state = nnx.split(trainer)
+    graphdef, state = nnx.split(Learner(cfg, spec, nnx.Rngs(params=seed)))
     # Distinct buffers for every leaf (the slow critic starts as the critic), so donation is safe.
     state = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
-    return Learner(graphdef, state)
+    return SplitLearner(graphdef, state)
 
 
 def train_step(graphdef: Any, state: Any, batch: dict[str, jax.Array], key: jax.Array,
@@ -131,7 +135,7 @@ def train_step(graphdef: Any, state: Any, batch: dict[str, jax.Array], key: jax.
     (dreamerv3 `ac_grads: False`); the replay value loss reaches it (`repval_grad: True`). Pure:
     returns the new state and scalar metrics.
     """
-    tr: Trainer = nnx.merge(graphdef, state)
+    tr: Learner = nnx.merge(graphdef, state)
     cfg, agent = tr.cfg, tr.agent
     lw = cfg.loss
     k_wm, k_img = jax.random.split(key)
@@ -211,9 +215,9 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
     `regulation.carry_regulated_state` (the default, Algorithm 1 as written) (h, z) is the ascended
     state s, so regulation carries over to the next step; switched off, it is the unregulated posterior.
     """
-    if mode not in MODES:
-        raise ValueError(f"policy_step: mode={mode!r} is not one of {MODES}.")
-    tr: Trainer = nnx.merge(graphdef, state)
+    if mode not in POLICY_MODES:
+        raise ValueError(f"policy_step: mode={mode!r} is not one of {POLICY_MODES}.")
+    tr: Learner = nnx.merge(graphdef, state)
     agent, cfg = tr.agent, tr.cfg
     if mode == "muse" and not agent.wm.has_competence:
         raise ValueError("policy_step: mode 'muse' needs the self-awareness head; this is a Dreamer model.")
@@ -226,7 +230,7 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
     probs = agent.wm.competence_probs(feat)
     value = agent.critic.value(feat)
     scale = jnp.maximum(cfg.behavior.retnorm_limit, tr.ret_hi.get_value() - tr.ret_lo.get_value())
-    info: dict[str, jax.Array] = {"competence": probs.sum(-1), "competence_probs": probs,
+    info: dict[str, jax.Array] = {"competence": competence(probs), "competence_probs": probs,
                                   "value": value, "value_normalized": value / scale,
                                   "quantile": (probs > 0.5).sum(-1).astype(jnp.float32)}
     B, A = feat.shape[0], agent.spec.act_dim
@@ -248,6 +252,10 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
     return action, dict(**nxt, action=action), info
 
 
-def make_policy_step(graphdef: Any, mode: str):
-    """Jitted `(state, carry, obs, key) -> (action, carry, info)` for a fixed mode."""
+def make_policy_step(graphdef: Any, mode: str | None = None) -> Callable:
+    """The one jitted policy step: `(state, carry, obs, key) -> (action, carry, info)` for a fixed
+    `mode`, or, without one, `(state, carry, obs, key, mode)` with the mode a static argument (the
+    Collector's calling convention: one compiled program per mode, built on first use)."""
+    if mode is None:
+        return jax.jit(functools.partial(policy_step, graphdef), static_argnums=(4,))
     return jax.jit(lambda state, carry, obs, key: policy_step(graphdef, state, carry, obs, key, mode))

@@ -1,23 +1,27 @@
-"""Orbax checkpoints of a learner: save, resume, and one-call loading for evaluation.
+"""Orbax checkpoints of a run: storage and integrity only (no model imports).
 
-Why a wrapper around orbax's CheckpointManager: every run saves the same four items (the learner
+Why a wrapper around orbax's CheckpointManager: every run saves the same items (the learner
 state, the replay arrays, JSON meta with the config and counters, and a manifest of parameter
 shapes), and every failure a user can meet (a checkpoint of another model size, a truncated copy)
 must come back as ONE readable error instead of a pytree traceback from deep inside orbax.
+Building and restoring a learner from a checkpoint is `muse_jax.loops.restore`'s job.
 
 Atomicity is orbax's: a step is written into `<step>.orbax-checkpoint-tmp-*` and renamed when
 complete, so a crash mid-save leaves no folder that `latest_step` picks up. On top of that each
 finished step gets `muse_files.json` (sizes and CRC32 of every file, written atomically), which
 lets `restore` name the exact file that was truncated or corrupted after the fact.
 
-The state is any pytree of arrays (an `nnx.State`, optax states, PRNG keys): it is stored as a
-nested dict keyed by its tree path, so the layout does not depend on flax's pytree internals.
+The state is an `nnx.State` (or a plain mapping of arrays). It is stored as Flax NNX's pure dict
+(`nnx.to_pure_dict`) and put back with `nnx.replace_by_pure_dict`, so the layout on disk does not
+depend on flax's pytree internals. Two choices on top of the NNX helpers: a Variable whose value is
+itself a pytree (an optax state, which may hold `nnx.State`s of parameters) stores that pytree with
+each inner State as a pure dict too; PRNG key arrays are stored as their raw key data and re-wrapped
+with the template's key implementation on restore.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import json
 import os
@@ -33,55 +37,73 @@ from typing import Any, TextIO
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from flax import nnx
 
 from muse_common.files import atomic_write_json
+from muse_jax.errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointMismatchError,
+    CheckpointNotFoundError,
+    CheckpointWriteError,
+)
+
+__all__ = ["CHECKPOINTS_DIR", "INTEGRITY_FILE", "CheckpointCorruptError", "CheckpointError", "CheckpointMismatchError",
+           "CheckpointNotFoundError", "CheckpointWriteError", "Checkpointer", "first_mismatch", "manifest_of",
+           "resolve_checkpoint_path", "user_stderr", "verify_integrity"]
 
 INTEGRITY_FILE = "muse_files.json"
 CHECKPOINTS_DIR = "checkpoints"
+STORAGE_FORMAT = 2
+"""Layout of the `state` item: 2 = NNX pure dict. Checkpoints without the field (format 1, a
+path-keyed dict written before this layout) are refused with one line naming the fix."""
 _ITEMS = ("state", "replay", "meta", "manifest", "partial")
 """`partial`: the unfinished episodes of each env at save time (pre-training stores them so a resume
 loses no env step taken before the checkpoint; see loops/pretrain.py)."""
 
 
-class CheckpointError(RuntimeError):
-    """Base class of checkpoint problems a user can act on."""
-
-
-class CheckpointMismatchError(CheckpointError):
-    """The saved parameters do not fit the model built from the config (another size or layout)."""
-
-
-class CheckpointCorruptError(CheckpointError):
-    """A checkpoint file is missing, truncated or damaged."""
-
-
-class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
-    """No finished checkpoint where one was expected."""
-
-
-class CheckpointWriteError(CheckpointError):
-    """A checkpoint could not be written (disk full, read-only); the previous one is intact."""
-
-
 # ----------------------------------------------------------------------------------------------
-# Pure helpers: pytree <-> path-keyed nested dict, manifest, comparison.
+# Pure helpers: NNX state <-> pure dict, manifest, comparison.
 
 
-def _key_name(entry: Any) -> str:
-    for attr in ("key", "name", "idx"):
-        if hasattr(entry, attr):
-            return str(getattr(entry, attr))
-    return str(entry)
+def _is_state(x: Any) -> bool:
+    return isinstance(x, nnx.State)
 
 
-def _leaf_parts(path: tuple) -> tuple[str, ...]:
-    return tuple(_key_name(e) for e in path)
+def _variable_value(x: Any) -> Any:
+    """A Variable's value (or a raw leaf) with any nnx.State inside it turned into a pure dict."""
+    value = x.get_value() if isinstance(x, nnx.Variable) else x
+    return jax.tree.map(lambda v: pure_dict(v) if _is_state(v) else v, value, is_leaf=_is_state)
 
 
-def display_path(parts: tuple[str, ...]) -> str:
-    """`('wm', 'encoder', 'kernel', 'value')` -> `wm/encoder/kernel` (the Variable's `.value` hidden)."""
-    if len(parts) > 1 and parts[-1] == "value":
-        parts = parts[:-1]
+def pure_dict(state: Any) -> dict[str, Any]:
+    """`nnx.to_pure_dict` of `state`, with pytree-valued Variables (optax states) made pure as well."""
+    if not _is_state(state):
+        if not isinstance(state, Mapping):
+            raise TypeError(f"checkpoint state must be an nnx.State or a mapping of arrays, "
+                            f"got {type(state).__name__}.")
+        state = nnx.State(state)
+    return nnx.to_pure_dict(state, _variable_value)
+
+
+def _put_back(variable: Any, value: Any) -> Any:
+    """`nnx.replace_by_pure_dict`'s replace function: the stored value into the template's Variable,
+    a pytree-valued one (optax state) rebuilt with the template's structure."""
+    old = variable.get_value() if isinstance(variable, nnx.Variable) else variable
+    if not isinstance(old, jax.Array | jax.ShapeDtypeStruct | np.ndarray):
+        value = jax.tree.unflatten(jax.tree.structure(old), jax.tree.leaves(value))
+    return variable.replace(value) if isinstance(variable, nnx.Variable) else value
+
+
+def _path_name(path: tuple) -> str:
+    parts = []
+    for entry in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+        else:
+            parts.append(str(entry))
     return "/".join(parts) if parts else "<root>"
 
 
@@ -97,18 +119,16 @@ def _dtype_name(x: Any) -> str:
     return str(np.dtype(x.dtype))
 
 
-def _leaves_with_paths(tree: Any) -> list[tuple[tuple[str, ...], Any]]:
-    leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
-    return [(_leaf_parts(p), x) for p, x in leaves]
-
-
 def manifest_of(tree: Any) -> dict[str, dict[str, Any]]:
-    """{display path: {"shape": [...], "dtype": name}} for every leaf of a pytree (arrays or shapes)."""
+    """{path: {"shape": [...], "dtype": name}} for every leaf of a pytree of arrays or shapes (an
+    nnx.State is taken as its pure dict, so paths read `agent/wm/encoder/kernel`)."""
+    if _is_state(tree):
+        tree = pure_dict(tree)
     out = {}
-    for parts, x in _leaves_with_paths(tree):
-        shape = list(np.shape(x)) if not hasattr(x, "shape") else list(x.shape)
+    for path, x in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        shape = list(x.shape) if hasattr(x, "shape") else list(np.shape(x))
         dtype = _dtype_name(x) if hasattr(x, "dtype") else str(np.asarray(x).dtype)
-        out[display_path(parts)] = {"shape": shape, "dtype": dtype}
+        out[_path_name(path)] = {"shape": shape, "dtype": dtype}
     return out
 
 
@@ -138,18 +158,6 @@ def _to_storable(x: Any) -> Any:
     return np.asarray(x)
 
 
-def _nest(tree: Any, leaf_fn: Any = None) -> dict[str, Any]:
-    """Pytree -> nested dict keyed by path parts, leaves mapped by `leaf_fn` (default: storable arrays)."""
-    leaf_fn = leaf_fn or _to_storable
-    out: dict[str, Any] = {}
-    for parts, x in _leaves_with_paths(tree):
-        node = out
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1] if parts else "<root>"] = leaf_fn(x)
-    return out
-
-
 def _storage_template(x: Any) -> Any:
     """The abstract array orbax restores into: the template leaf's shape, dtype and sharding."""
     if _is_key_array(x):
@@ -163,19 +171,23 @@ def _storage_template(x: Any) -> Any:
     return jax.ShapeDtypeStruct(arr.shape, arr.dtype)
 
 
-def _unnest(nested: Mapping[str, Any], template: Any) -> Any:
-    """Nested dict -> pytree with the template's structure (PRNG keys re-wrapped)."""
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
-    values = []
-    for path, t in leaves:
-        node: Any = nested
-        for p in _leaf_parts(path) or ("<root>",):
-            node = node[p]
-        if _is_key_array(t):
-            impl = jax.random.key_impl(t) if not isinstance(t, jax.ShapeDtypeStruct) else None
-            node = jax.random.wrap_key_data(node, **({"impl": impl} if impl is not None else {}))
-        values.append(node)
-    return jax.tree_util.tree_unflatten(treedef, values)
+def _from_storage(stored: Any, template: Any) -> Any:
+    """A restored leaf as the template leaf wants it: PRNG key data re-wrapped as a key array."""
+    if not _is_key_array(template):
+        return stored
+    impl = jax.random.key_impl(template) if not isinstance(template, jax.ShapeDtypeStruct) else None
+    return jax.random.wrap_key_data(stored, **({"impl": impl} if impl is not None else {}))
+
+
+def _fill_template(template: Any, stored: Any) -> Any:
+    """The template (an nnx.State or a mapping) with the stored pure dict's values put in."""
+    pure_template = pure_dict(template)
+    values = jax.tree.map(_from_storage, stored, pure_template)
+    if not _is_state(template):
+        return values
+    state = jax.tree.map(lambda x: x, template)  # a fresh State: the caller's template stays as it was
+    nnx.replace_by_pure_dict(state, values, _put_back)
+    return state
 
 
 # ----------------------------------------------------------------------------------------------
@@ -360,10 +372,11 @@ class Checkpointer:
         except TypeError as e:
             raise TypeError(f"Checkpointer.save: meta must be JSON-serialisable "
                             f"(config dict, counters): {e}") from None
+        pure = pure_dict(state)
         items: dict[str, Any] = {
-            "state": ocp.args.StandardSave(_nest(state)),
+            "state": ocp.args.StandardSave(jax.tree.map(_to_storable, pure)),
             "meta": ocp.args.JsonSave(meta),
-            "manifest": ocp.args.JsonSave({"state": manifest_of(state),
+            "manifest": ocp.args.JsonSave({"format": STORAGE_FORMAT, "state": manifest_of(pure),
                                            "replay": sorted(replay) if replay else [],
                                            "partial": sorted(partial) if partial else []}),
         }
@@ -458,14 +471,20 @@ class Checkpointer:
                 ) -> tuple[Any, dict[str, np.ndarray] | None, dict[str, Any]]:
         """(state, replay, meta) of `step` (default: latest).
 
-        `state_template` is a pytree of arrays or jax.ShapeDtypeStruct with the structure to restore
-        into (e.g. a freshly created learner's state, or `jax.eval_shape` of it); its shardings are
-        used. Without it the state comes back as the stored nested dict.
+        `state_template` is an nnx.State (or mapping) of arrays or jax.ShapeDtypeStructs with the
+        structure to restore into (e.g. a freshly created learner's state, or `jax.eval_shape` of it);
+        its shardings are used, and a new State of the same kind comes back. Without it the state
+        comes back as the stored pure dict.
         """
         step = self._resolve_step(step)
         step_dir = self.step_dir(step)
         verify_integrity(step_dir)
         manifest = self._read_json(step, "manifest")
+        if manifest.get("format") != STORAGE_FORMAT:
+            raise CheckpointMismatchError(
+                f"checkpoint {step_dir} was written by an older muse-wm (storage format "
+                f"{manifest.get('format', 1)}, this version reads {STORAGE_FORMAT}); pre-train again into a new "
+                "--logdir, or restore it with the muse-wm version that wrote it.")
         if state_template is not None:
             problem = first_mismatch(manifest["state"], manifest_of(state_template))
             if problem:
@@ -475,8 +494,7 @@ class Checkpointer:
                     "the config stored in the checkpoint (load_agent) or start a fresh run directory.")
         args: dict[str, Any] = {"meta": ocp.args.JsonRestore()}
         if state_template is not None:
-            target = _nest(state_template, _storage_template)
-            args["state"] = ocp.args.StandardRestore(target)
+            args["state"] = ocp.args.StandardRestore(jax.tree.map(_storage_template, pure_dict(state_template)))
         else:
             args["state"] = ocp.args.StandardRestore()
         with_replay = with_replay and bool(manifest.get("replay"))
@@ -490,7 +508,7 @@ class Checkpointer:
                 f"{corrupt_fix(step_dir)}.") from None
         state = restored["state"]
         if state_template is not None:
-            state = _unnest(state, state_template)
+            state = _fill_template(state_template, state)
         replay = None
         if with_replay:
             replay = {k: np.asarray(v) for k, v in restored["replay"].items()}
@@ -520,7 +538,7 @@ class Checkpointer:
 
 
 # ----------------------------------------------------------------------------------------------
-# One-call loading for evaluation.
+# Where a user's --checkpoint points.
 
 
 def resolve_checkpoint_path(path: str | os.PathLike) -> tuple[Path, int | None]:
@@ -540,65 +558,3 @@ def resolve_checkpoint_path(path: str | os.PathLike) -> tuple[Path, int | None]:
         return p, None
     raise CheckpointNotFoundError(f"{p} holds no checkpoint; give a run logdir, its {CHECKPOINTS_DIR}/ "
                                   "folder or one step folder (e.g. checkpoints/3000).")
-
-
-def spec_meta(spec: Any) -> dict[str, Any]:
-    """The ObsSpec as JSON, to store in meta["spec"] so load_agent can rebuild the same networks."""
-    return dataclasses.asdict(spec)
-
-
-def _spec_from_meta(meta: Mapping[str, Any], cfg: Any) -> Any:
-    from muse_jax.agent import ObsSpec
-
-    raw = meta.get("spec")
-    if raw is None:
-        return ObsSpec.from_config(cfg)
-    raw = dict(raw)
-    if raw.get("image_shape") is not None:
-        raw["image_shape"] = tuple(raw["image_shape"])
-    return ObsSpec(**raw)
-
-
-def load_agent(path: str | os.PathLike, step: int | None = None) -> tuple[Any, Any, Any]:
-    """(cfg, graphdef, state) from a checkpoint: the stored config builds the learner, weights restored.
-
-    `meta` must hold "config" (Config.to_dict()) and should hold "spec" (spec_meta(ObsSpec)).
-    """
-    from muse_jax.agent import create_learner
-    from muse_jax.config import from_dict
-
-    directory, path_step = resolve_checkpoint_path(path)
-    step = path_step if step is None else step
-    ckpt = Checkpointer(directory, read_only=True)
-    try:
-        meta = ckpt.read_meta(step)
-        if "config" not in meta:
-            raise CheckpointError(f"checkpoint in {directory} has no config in its meta; it was not saved by "
-                                  "muse-wm (save(..., meta={'config': cfg.to_dict(), ...})).")
-        cfg = from_dict(meta["config"])
-        spec = _spec_from_meta(meta, cfg)
-        seed = int(meta.get("seed", cfg.train.seed))
-        graphdef, template = abstract_learner(create_learner, cfg, spec, seed)
-        state, _, _ = ckpt.restore(step, state_template=template, with_replay=False)
-    finally:
-        ckpt.close()
-    return cfg, graphdef, state
-
-
-def abstract_learner(create: Any, cfg: Any, spec: Any, seed: int) -> tuple[Any, Any]:
-    """(graphdef, state of jax.ShapeDtypeStructs) without running the initialisers.
-
-    Eager initialisation of every layer costs seconds to minutes on a busy CPU; restoring only
-    needs shapes, dtypes and shardings.
-    """
-    box: dict[str, Any] = {}
-
-    def build() -> Any:
-        learner = create(cfg, spec, seed)
-        box["graphdef"] = learner.graphdef
-        return learner.state
-
-    state = jax.eval_shape(build)
-    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state)
-    return box["graphdef"], state

@@ -7,13 +7,13 @@ end with one readable line and exit code 2 (fix the command) or 1 (the run stopp
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import errno
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+from muse_jax.agent_kinds import AGENT_KINDS
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key, e.g. --set model.deter=256 (repeatable)")
     pre.add_argument("--logdir", required=True, help="run folder: metrics.jsonl, tb/, checkpoints/")
-    pre.add_argument("--agent", choices=["muse", "dreamer"], default=None,
+    pre.add_argument("--agent", choices=AGENT_KINDS, default=None,
                      help="muse (default) or dreamer: the same model without the self-awareness head and loss")
     pre.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)
     pre.add_argument("--from-step", type=int, default=None, metavar="STEP",
@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
     ad = sub.add_parser("adapt", help="adapt a pre-trained agent on novel tasks and score it")
     ad.add_argument("--checkpoint", required=True, help="a pretrain --logdir, its checkpoints/ or one step folder")
-    ad.add_argument("--agent", required=True, choices=["muse", "dreamer"])
+    ad.add_argument("--agent", required=True, choices=AGENT_KINDS)
     ad.add_argument("--tasks", nargs="+", default=None, help="novel tasks (default: the config's env.novel_tasks)")
     ad.add_argument("--episodes", type=int, default=None, help="episodes per task (default: adapt.episodes, 20)")
     ad.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -62,36 +62,6 @@ def check_logdir(path: str, flag: str = "--logdir") -> None:
     problem = output_dir_problem(path)
     if problem:
         raise UsageError(f"{flag} {problem}.")
-
-
-def check_adapt_model_keys(checkpoint: str, overrides: dict[str, Any]) -> None:
-    """`adapt` builds its model from the checkpoint's config: a `--set model.*` that disagrees with it is
-    refused (whether or not it would change a parameter shape), naming the key and both values."""
-    model_keys = {k: v for k, v in overrides.items() if k == "model" or k.startswith("model.")}
-    if not model_keys:
-        return
-    from muse_jax.checkpoint import Checkpointer, CheckpointMismatchError, resolve_checkpoint_path
-    from muse_jax.config import MODEL_SIZES, from_dict
-
-    directory, step = resolve_checkpoint_path(checkpoint)
-    with Checkpointer(directory, read_only=True) as ck:
-        meta = ck.read_meta(step)
-        step_dir = ck.step_dir(step if step is not None else ck.latest_step())
-    if "config" not in meta:
-        return  # load_pretrained names this problem
-    saved = from_dict(meta["config"])
-    model = dict(meta["config"]["model"])
-    size = model_keys.get("model.size")
-    if isinstance(size, str) and size in MODEL_SIZES:  # a new size brings its preset's widths, as in pretrain
-        model = {k: v for k, v in model.items() if k not in MODEL_SIZES[size]}
-    given = from_dict({**meta["config"], "model": model}, model_keys).model
-    diff = [f.name for f in dataclasses.fields(given) if getattr(given, f.name) != getattr(saved.model, f.name)]
-    if diff:
-        shown = ", ".join(f"model.{k}={getattr(saved.model, k)!r} (--set gives {getattr(given, k)!r})"
-                          for k in diff[:4])
-        raise CheckpointMismatchError(
-            f"checkpoint {step_dir} does not fit the model asked for by --set: it was saved with {shown}. adapt "
-            "builds the model from the checkpoint's config: drop the --set model.* flags.")
 
 
 def check_results_files(runs: Sequence[str]) -> None:
@@ -132,13 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_results_files(args.runs)
             print(compare(args.runs, args.out), end="")
             return 0
-        from muse_jax.checkpoint import CheckpointError
-        from muse_jax.loops.pretrain import NonFiniteLossError
+        from muse_jax.errors import CheckpointError, NonFiniteLossError
     except (ConfigError, ValueError, OSError) as e:  # FileNotFoundError and a results.json that is not JSON too
         print(f"muse-wm: error: {_one_line(e)}", file=sys.stderr)
         return 2
     from muse_jax import checkpoint
-    from muse_jax.checkpoint import CheckpointWriteError
+    from muse_jax.errors import CheckpointWriteError
 
     checkpoint.HOLD_STDERR_AFTER_FAILED_SAVE = True  # a failed save is reported as one line (checkpoint.py)
 
@@ -161,7 +130,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--episodes {args.episodes}: adapt at least one episode per task.")
         overrides = parse_overrides(args.overrides)
         check_logdir(args.logdir)
-        check_adapt_model_keys(args.checkpoint, overrides)
         from muse_jax.loops.adapt import adapt
 
         if args.one_task_at_a_time:

@@ -12,13 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def competence_labels(time_to_success: jax.Array | np.ndarray, max_steps: int, n: int) -> jax.Array:
-    """[...] steps-to-success (-1 = never) -> [..., n] float32 labels in {0, 1}."""
+def competence_labels(steps_left: jax.Array | np.ndarray, max_steps: int, n: int) -> jax.Array:
+    """[...] steps-to-success labels (-1 = never) -> [..., n] float32 labels in {0, 1}."""
     if max_steps < 1:
         raise ValueError(f"competence_labels: max_steps={max_steps} must be >= 1 (the episode length L).")
     if n < 1:
         raise ValueError(f"competence_labels: n={n} must be >= 1 (model.competence_quantiles).")
-    k = jnp.asarray(time_to_success, jnp.float32)[..., None]
+    k = jnp.asarray(steps_left, jnp.float32)[..., None]
     i = jnp.arange(1, n + 1, dtype=jnp.float32)
     thresholds = (n + 1 - i) * max_steps / n  # L, (N-1)L/N, ..., L/N
     success = k >= 0
@@ -38,8 +38,8 @@ def competence(probs: jax.Array) -> jax.Array:
     return probs.sum(-1)
 
 
-def time_to_success(success_T: np.ndarray) -> np.ndarray:
-    """Per-step steps until the episode's first success (0 at it and after it), all -1 if none.
+def steps_to_success(success_T: np.ndarray) -> np.ndarray:
+    """Per-step labels: steps until the episode's first success (0 at it and after it), all -1 if none.
 
     A helper for replay writers: `success_T` is one episode's boolean success flags. Steps after the
     first success count as already succeeded (0), which is how MUSE labels a solved episode.

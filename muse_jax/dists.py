@@ -97,19 +97,6 @@ def categorical_sample_st(key: jax.Array, logits: jax.Array) -> jax.Array:
     return onehot + probs - sg(probs)
 
 
-def categorical_mode_st(logits: jax.Array) -> jax.Array:
-    """Most likely one-hot, with straight-through gradients (deterministic acting)."""
-    onehot = jax.nn.one_hot(jnp.argmax(logits, -1), logits.shape[-1], dtype=jnp.float32)
-    probs = jax.nn.softmax(logits, axis=-1)
-    return onehot + probs - sg(probs)
-
-
-def categorical_entropy(logits: jax.Array) -> jax.Array:
-    """Entropy of each categorical, summed over all but the class axis is left to the caller."""
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    return -(jnp.exp(logp) * logp).sum(-1)
-
-
 def kl_categorical(logits_p: jax.Array, logits_q: jax.Array) -> jax.Array:
     """KL(p || q) per categorical, summed over the class axis: [..., S, K] -> [..., S]."""
     logp = jax.nn.log_softmax(logits_p, axis=-1)

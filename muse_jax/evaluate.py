@@ -29,8 +29,8 @@ import numpy as np
 
 from muse_common import metrics as M
 from muse_common.files import atomic_save_figure, atomic_write_json, atomic_write_text, read_jsonl
+from muse_jax.agent_kinds import AGENT_KINDS
 
-AGENTS = ("muse", "dreamer")
 SIGNAL_NAMES = {"muse": "competence sum", "dreamer": "critic value"}
 
 
@@ -86,7 +86,7 @@ def threshold_for(agent: str, scores: np.ndarray, n_quantiles: int) -> float:
         return n_quantiles / 2.0
     if agent == "dreamer":
         return M.median_threshold(scores)
-    raise ValueError(f"agent '{agent}' is unknown; use one of {AGENTS}.")
+    raise ValueError(f"agent '{agent}' is unknown; use one of {AGENT_KINDS}.")
 
 
 def _group_figures(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
@@ -112,8 +112,8 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, 
 
     `max_steps` is L in agent steps (the time a failed episode enters time to completion with).
     """
-    if agent not in AGENTS:
-        raise ValueError(f"agent '{agent}' is unknown; use one of {AGENTS}.")
+    if agent not in AGENT_KINDS:
+        raise ValueError(f"agent '{agent}' is unknown; use one of {AGENT_KINDS}.")
     tasks = list(dict.fromkeys(ep["task"] for ep in episodes))
     per_task = [{"task": t, **_group_figures(agent, [e for e in episodes if e["task"] == t], n_quantiles,
                                              max_steps)} for t in tasks]
@@ -180,7 +180,7 @@ def table1_side_by_side(results: Sequence[dict[str, Any]]) -> str:
     lines = ["| Metric | " + " | ".join(names) + " | paper MUSE | paper Dreamer-v3 |",
              "| --- |" + " --- |" * (len(results) + 2)]
     for metric, key, pct in ROWS:
-        paper = [_fmt(PAPER_TABLE1[a].get(key), pct) if key in PAPER_TABLE1[a] else "" for a in ("muse", "dreamer")]
+        paper = [_fmt(PAPER_TABLE1[a].get(key), pct) if key in PAPER_TABLE1[a] else "" for a in AGENT_KINDS]
         lines.append(f"| {metric} | " + " | ".join(_cell(r, key, pct) for r in results) + " | "
                      + " | ".join(paper) + " |")
     lines.append("| Episodes (tasks) | " + " | ".join(f"{r['episodes']} ({len(r['tasks'])})" for r in results)

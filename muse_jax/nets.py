@@ -208,7 +208,3 @@ class ConvDecoder(nnx.Module):
 def feature(deter: jax.Array, stoch: jax.Array) -> jax.Array:
     """Model state s = concat(h, flatten(z)) for heads, actor and critic."""
     return jnp.concatenate([deter, stoch.reshape(*stoch.shape[:-2], -1)], -1)
-
-
-def flat_size(shape: Sequence[int]) -> int:
-    return int(math.prod(shape))

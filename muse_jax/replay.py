@@ -8,7 +8,13 @@ Design choices (documented because DreamerV3 implementations differ):
   is equally likely to be replayed. Episodes shorter than T are kept out of sampling.
 - Capacity is bounded in steps; when exceeded, whole episodes are evicted oldest first.
 - `state_dict()` flattens everything into a few numpy arrays so checkpoints can save it and
-  adaptation can start from the pre-training buffer (MUSE §3.2 retains it).
+  adaptation can start from the pre-training buffer (MUSE §3.2 retains it). That flat layout
+  (`episode_lengths` + each key concatenated over episodes) is this module's: `pack_episodes` and
+  `unpack_episodes` are the only readers and writers of it, for checkpoints of unfinished (pretrain)
+  or new (adapt) episodes too.
+- `time_to_success` is the stored name of the per-step competence labels (steps until the episode's
+  first success, 0 at and after it, -1 throughout a failed episode; `competence.steps_to_success`),
+  the key the world model's competence loss reads from a batch.
 - Replay context (dreamerv3 `replay_context: 1`): episodes may carry the posterior latent the agent
   had at each step (`deter` float16 [T, D], `stoch` uint8 class indices [T, S]; the collector stores
   the acting-time posterior). A chunk starting at offset o > 0 then comes with `start_deter` /
@@ -23,11 +29,11 @@ Design choices (documented because DreamerV3 implementations differ):
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from muse_jax.competence import time_to_success as _time_to_success
+from muse_jax.competence import steps_to_success
 
 STEP_KEYS = ("action", "reward", "is_first", "is_terminal", "task_id")
 """Keys every stored step has; `image` and `proprio` are present when the observation has them."""
@@ -50,9 +56,25 @@ def latent_arrays(deter_BxD: np.ndarray, stoch_BxSxK: np.ndarray) -> tuple[np.nd
     return np.asarray(deter_BxD, np.float16), np.asarray(stoch_BxSxK).argmax(-1).astype(np.uint8)
 
 
-def episode_labels(success_T: np.ndarray) -> np.ndarray:
-    """Per-step time-to-success for one finished episode (first success index - t, or -1)."""
-    return _time_to_success(success_T)
+def pack_episodes(episodes: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Episodes ([T, ...] arrays each) as the flat layout: `episode_lengths` + every key all of them
+    have, concatenated. No episodes: just an empty `episode_lengths`."""
+    eps = list(episodes)
+    out: dict[str, np.ndarray] = {"episode_lengths": np.array([len(ep["reward"]) for ep in eps], np.int64)}
+    if eps:
+        for k in eps[0]:
+            if all(k in ep for ep in eps):  # latents stored by some episodes only are dropped
+                out[k] = np.concatenate([np.asarray(ep[k]) for ep in eps])
+    return out
+
+
+def unpack_episodes(flat: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Inverse of `pack_episodes`: one dict of [T, ...] arrays (views, no copy) per episode."""
+    if "episode_lengths" not in flat:
+        raise ValueError("not a replay state: 'episode_lengths' is missing.")
+    bounds = np.concatenate([[0], np.cumsum(np.asarray(flat["episode_lengths"], np.int64))]).tolist()
+    keys = [k for k in flat if k not in ("episode_lengths", "meta")]
+    return [{k: np.asarray(flat[k])[a:b] for k in keys} for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 class Replay:
@@ -86,7 +108,7 @@ class Replay:
         """
         ep = {k: np.asarray(v) for k, v in episode.items()}
         if success_T is not None:
-            ep["time_to_success"] = episode_labels(success_T)
+            ep["time_to_success"] = steps_to_success(success_T)
         missing = [k for k in (*STEP_KEYS, "time_to_success") if k not in ep]
         if missing:
             raise ValueError(f"episode lacks keys {missing}; every step needs {STEP_KEYS} + time_to_success.")
@@ -138,25 +160,15 @@ class Replay:
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Everything as flat numpy arrays: each key concatenated over episodes plus `episode_lengths`."""
-        eps = list(self._episodes)
-        out: dict[str, np.ndarray] = {"episode_lengths": np.array([len(ep["reward"]) for ep in eps], np.int64)}
-        if eps:
-            for k in eps[0]:
-                if all(k in ep for ep in eps):  # latents stored by some episodes only are dropped
-                    out[k] = np.concatenate([ep[k] for ep in eps])
+        out = pack_episodes(self._episodes)
         out["meta"] = np.array([self.capacity, self.seq_len, self.episodes_added], np.int64)
         return out
 
     def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
         """Inverse of `state_dict`; the current capacity applies (oldest episodes evicted if smaller)."""
-        if "episode_lengths" not in state:
-            raise ValueError("not a replay state: 'episode_lengths' is missing.")
-        lengths = np.asarray(state["episode_lengths"], np.int64)
-        keys = [k for k in state if k not in ("episode_lengths", "meta")]
+        episodes = unpack_episodes(state)
         self._episodes.clear()
         self._steps = 0
-        bounds = np.concatenate([[0], np.cumsum(lengths)])
-        added = int(np.asarray(state["meta"])[2]) if "meta" in state else len(lengths)
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            self.add_episode({k: np.asarray(state[k])[a:b] for k in keys})
-        self.episodes_added = added
+        for ep in episodes:
+            self.add_episode(ep)
+        self.episodes_added = int(np.asarray(state["meta"])[2]) if "meta" in state else len(episodes)

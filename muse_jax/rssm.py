@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from muse_jax import dists
-from muse_jax.nets import MLP, BlockGRU, Dtype, feature
+from muse_jax.nets import MLP, BlockGRU, Dtype
 
 State = dict[str, jax.Array]
 
@@ -114,8 +114,3 @@ class RSSM(nnx.Module):
         cat = lambda xs, x: jnp.concatenate([jnp.swapaxes(xs, 0, 1), x[:, None]], 1)
         traj = dict(deter=cat(deter, last["deter"]), stoch=cat(stoch, last["stoch"]))
         return traj, cat(act, a_last)
-
-    @staticmethod
-    def feat(state: State) -> jax.Array:
-        """s = concat(h, flatten(z))."""
-        return feature(state["deter"], state["stoch"])

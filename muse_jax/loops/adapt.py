@@ -27,6 +27,7 @@ an episode, and finished groups are skipped.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,26 +38,31 @@ import jax.numpy as jnp
 import numpy as np
 
 from muse_common.files import append_jsonl, atomic_write_json, read_jsonl
+from muse_jax import agent as A
 from muse_jax import evaluate
+from muse_jax.agent_kinds import AGENT_KINDS
+from muse_jax.checkpoint import Checkpointer
 from muse_jax.competence import agent_steps_per_episode
-from muse_jax.config import Config, ConfigError, from_dict
+from muse_jax.config import Config, ConfigError
 from muse_jax.envs.metaworld import check_task, configure_gl, make_vector_env
-from muse_jax.logging import RunLogger
 from muse_jax.loops.collect import Collector, Episode
-from muse_jax.loops.pretrain import check_finite, memo_jit, obs_spec, train_steps_due
-from muse_jax.replay import Replay, episode_labels
-
-MODES = {"muse": "muse", "dreamer": "dreamer"}
+from muse_jax.loops.jit_cache import memo_jit
+from muse_jax.loops.restore import restore_learner
+from muse_jax.loops.train_driver import DeviceMetrics, train_steps_due
+from muse_jax.replay import Replay, pack_episodes, unpack_episodes
+from muse_jax.run_log import RunLogger
 
 
 def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dict[str, int] | None = None
                    ) -> dict[str, Any]:
-    """One episodes.jsonl line: outcome, step-wise self-awareness signal, and the sequencing counters."""
+    """One episodes.jsonl line: outcome, step-wise self-awareness signal, and the sequencing counters.
+
+    The record's `time_to_success` (a README field) is the episode's first-success step, -1 if none."""
     if agent == "muse":
         signal = ep.competence_T
     else:
         signal = ep.extra_T.get("value_normalized", ep.value_T)
-    rec = {"task": task, "episode": index, "success": ep.success, "time_to_success": ep.time_to_success,
+    rec = {"task": task, "episode": index, "success": ep.success, "time_to_success": ep.first_success_step,
            "length": ep.length, "score": ep.score, "signal": [round(float(x), 5) for x in signal]}
     if agent == "muse" and "quantile" in ep.extra_T:
         rec["quantile"] = [int(x) for x in ep.extra_T["quantile"]]
@@ -64,50 +70,9 @@ def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dic
     return rec
 
 
-def checkpoint_agent(meta: dict[str, Any]) -> str:
-    """The agent kind a pretrain checkpoint was trained as ("muse" for runs from before the field)."""
-    return str(meta.get("agent", meta.get("config", {}).get("agent", "muse")))
-
-
-def load_pretrained(checkpoint: str | Path, overrides: dict[str, Any] | None = None, agent: str | None = None,
-                    ) -> tuple[Config, Any, Any, dict[str, np.ndarray] | None, int]:
-    """(cfg, learner, pre-trained state, retained replay arrays, step) from a pretrain run/checkpoint.
-
-    With `agent`, refuses a checkpoint pre-trained as the other agent kind, naming the fix.
-    """
-    from muse_jax import agent as A
-    from muse_jax.checkpoint import Checkpointer, resolve_checkpoint_path
-
-    directory, step = resolve_checkpoint_path(checkpoint)
-    ck = Checkpointer(directory, read_only=True)
-    try:
-        meta = ck.read_meta(step)
-        if "config" not in meta:
-            raise ConfigError(f"{directory} was not written by `muse-wm pretrain` (no config in its meta).")
-        kind = checkpoint_agent(meta)
-        if agent is not None and kind != agent:
-            raise ConfigError(
-                f"--agent {agent} needs a checkpoint pre-trained with `muse-wm pretrain --agent {agent}`, but "
-                f"{checkpoint} holds a {kind} agent; pre-train one with --agent {agent} (own --logdir) or "
-                f"adapt this one with --agent {kind}.")
-        overrides = dict(overrides or {})
-        if overrides.get("agent", kind) != kind:
-            raise ConfigError(f"--set agent={overrides['agent']} cannot change the agent kind of a {kind} "
-                              "checkpoint; drop it.")
-        cfg = from_dict(meta["config"], overrides)
-        learner = A.create_learner(cfg, obs_spec(cfg), int(meta.get("seed", cfg.train.seed)))
-        state, replay, meta = ck.restore(step, state_template=learner.state)
-        step = step if step is not None else ck.latest_step()
-    finally:
-        ck.close()
-    return cfg, learner, state, replay, int(step)
-
-
 def _check_run_file(out: Path, settings: dict[str, Any]) -> None:
     path = out / "adapt.json"
     if path.exists():
-        import json
-
         old = json.loads(path.read_text())
         diff = [k for k in settings if old.get(k) != settings[k]]
         if diff:
@@ -130,8 +95,6 @@ def make_task_policy(graphdef: Any, mode: str) -> Callable:
     (state [K..], carry [K..], obs [K..], key, mode) -> (action [K,A], carry [K..], info [K..]).
 
     The carry looks like any batched carry (env i = task i); inside, each task sees a batch of one."""
-    from muse_jax import agent as A
-
     one = lambda st, carry, obs, key: A.policy_step(graphdef, st, carry, obs, key, mode)
     vstep = jax.vmap(one)
 
@@ -148,32 +111,15 @@ def make_task_policy(graphdef: Any, mode: str) -> Callable:
 
 def make_task_train_step(graphdef: Any) -> Callable:
     """jit(vmap(train_step)) over the task axis, state donated: (state [K..], batch [K,B,T..], keys [K])."""
-    from muse_jax import agent as A
-
     return jax.jit(jax.vmap(lambda st, batch, key: A.train_step(graphdef, st, batch, key)), donate_argnums=0)
 
 
 def task_replay(capacity: int, seq_len: int, seed: int, pre: dict[str, np.ndarray] | None) -> Replay:
     """A task's replay: the pre-training episodes as views of the shared arrays (no copy), room for its own."""
     replay = Replay(capacity, seq_len, seed)
-    if pre is not None:
-        _add_all(replay, pre)
+    for ep in unpack_episodes(pre) if pre is not None else []:
+        replay.add_episode(ep)
     return replay
-
-
-def _add_all(replay: Replay, state: dict[str, np.ndarray]) -> None:
-    lengths = np.asarray(state["episode_lengths"], np.int64)
-    b = np.concatenate([[0], np.cumsum(lengths)])
-    keys = [k for k in state if k not in ("episode_lengths", "meta")]
-    for lo, hi in zip(b[:-1].tolist(), b[1:].tolist(), strict=True):
-        replay.add_episode({k: state[k][lo:hi] for k in keys})
-
-
-def _episodes_state(eps: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    out = {"episode_lengths": np.array([len(e["reward"]) for e in eps], np.int64)}
-    for k in eps[0]:
-        out[k] = np.concatenate([e[k] for e in eps])
-    return out
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -186,10 +132,11 @@ def adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Sequ
 
     `stop_after_rounds` stops early (as a kill would) after that many checkpointed rounds; returns None then.
     """
-    if agent not in MODES:
-        raise ValueError(f"--agent {agent!r} is unknown; use one of {list(MODES)}.")
+    if agent not in AGENT_KINDS:
+        raise ValueError(f"--agent {agent!r} is unknown; use one of {list(AGENT_KINDS)}.")
     out = Path(logdir)
-    cfg, learner, pre_state, pre_replay, step = load_pretrained(checkpoint, overrides, agent)
+    restored = restore_learner(checkpoint, agent=agent, overrides=overrides, with_replay=True)
+    cfg, learner, step = restored.cfg, restored.learner, restored.step
     tasks = list(tasks or cfg.env.novel_tasks)
     if cfg.env.image:
         configure_gl(cfg.env.render_backend)  # before check_task imports mujoco
@@ -213,7 +160,7 @@ def adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Sequ
                 done[x["task"]] += 1
             if all(done[t] >= n_eps for t in group):
                 continue
-            finished = _adapt_group(cfg, learner, pre_state, pre_replay, agent, group, n_eps, out, gi, logger,
+            finished = _adapt_group(cfg, learner, restored.replay, agent, group, n_eps, out, gi, logger,
                                     rounds, stop_after_rounds)
             if not finished:
                 return None
@@ -232,13 +179,11 @@ def group_dir(out: Path, group: Sequence[str]) -> Path:
     return out / "tasks" / (group[0] if len(group) == 1 else f"together-{len(group)}-tasks")
 
 
-def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str, np.ndarray] | None, agent: str,
+def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.ndarray] | None, agent: str,
                  group: list[str], n_eps: int, out: Path, gi: int, logger: RunLogger, rounds: list[int],
                  stop_after_rounds: int | None) -> bool:
-    """Adapt the K tasks of `group` side by side; False when stopped by `stop_after_rounds`."""
-    from muse_jax import agent as A
-    from muse_jax.checkpoint import Checkpointer
-
+    """Adapt the K tasks of `group` side by side, each from the pre-trained `learner`; False when
+    stopped by `stop_after_rounds`."""
     K, r, seed = len(group), cfg.replay, cfg.train.seed
     records_path = out / "episodes.jsonl"
     ck = Checkpointer(group_dir(out, group) / "checkpoints", keep=1)
@@ -246,26 +191,25 @@ def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str
     new_eps: list[list[dict[str, np.ndarray]]] = [[] for _ in range(K)]
     records: dict[str, list[dict[str, Any]]] = {t: [] for t in group}
     env_steps, train_steps = 0, 0
-    state = stack_states(pre_state, K)
+    state = stack_states(learner.state, K)
     if ck.latest_step() is not None:
         state, saved, meta = ck.restore(state_template=state)
         records, env_steps, train_steps = meta["records"], int(meta["env_steps"]), int(meta["train_steps"])
         for k in range(K):
             mine = {key.split("_", 1)[1]: v for key, v in (saved or {}).items() if key.split("_", 1)[0] == f"t{k}"}
             if mine:
-                _add_all(replays[k], mine)
-                new_eps[k] = [{key: mine[key][lo:hi] for key in mine if key != "episode_lengths"}
-                              for lo, hi in _bounds(mine["episode_lengths"])]
+                new_eps[k] = unpack_episodes(mine)
+                for ep in new_eps[k]:
+                    replays[k].add_episode(ep)
         seen = {(x["task"], x["episode"]) for x in read_jsonl(records_path)}
         for t in group:
             for rec in records[t]:
                 if (t, rec["episode"]) not in seen:
                     append_jsonl(records_path, rec)
                     logger.advance(1)
-    policy = memo_jit("task_policy", learner.graphdef, MODES[agent],
-                      lambda: make_task_policy(learner.graphdef, MODES[agent]))
+    policy = memo_jit("task_policy", learner.graphdef, agent, lambda: make_task_policy(learner.graphdef, agent))
     train_fn = memo_jit("task_train", learner.graphdef, None, lambda: make_task_train_step(learner.graphdef))
-    carry = A.initial_carry(learner.graphdef, pre_state, K)
+    carry = A.initial_carry(learner.graphdef, learner.state, K)
     make_venv = lambda s: make_vector_env(group, [0] * K, cfg.env, s, K)
     n_done = sum(len(v) for v in records.values())
     collector = Collector(make_venv, policy, carry, list(group), seed + 100 * n_done + 17)
@@ -273,23 +217,19 @@ def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str
     # each task's current episode began at the end of its previous one (all tasks run in lockstep)
     starts = {t: (records[t][-1]["env_step_end"], records[t][-1]["train_step_end"]) if records[t]
               else (env_steps, train_steps) for t in group}
-    n_faults, last = 0, {}
+    n_faults, metrics, last = 0, DeviceMetrics(), {}
     try:
         while any(len(records[t]) < n_eps for t in group):
-            finished = collector.step(state, MODES[agent])
+            finished = collector.step(state, agent)
             env_steps += 1
             due = train_steps_due(env_steps, cfg.adapt.train_ratio, r.batch_size, r.seq_len)
             while train_steps < due and all(rp.can_sample() for rp in replays):
                 samples = [rp.sample(r.batch_size) for rp in replays]  # each task from its own replay
                 batch = {k_: np.stack([b[k_] for b in samples]) for k_ in samples[0]}
                 keys = jax.random.split(jax.random.fold_in(key, train_steps), K)
-                state, metrics = train_fn(state, batch, keys)
-                metrics = jax.device_get(metrics)
-                per_task = [{k_: float(v[k]) for k_, v in metrics.items()} for k in range(K)]
-                for m in per_task:
-                    check_finite(m, train_steps)
+                state, step_metrics = train_fn(state, batch, keys)
+                metrics.add(step_metrics, train_steps)  # [K] per metric, kept on the device
                 train_steps += 1
-                last = {k_: float(np.mean([m[k_] for m in per_task])) for k_ in per_task[0]}
             new = []
             for ep in finished:
                 t = ep.task
@@ -301,7 +241,7 @@ def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str
                     "env_step_start": s_env, "env_step_end": env_steps,
                     "train_step_start": s_train, "train_step_end": train_steps})
                 starts[t] = (env_steps, train_steps)
-                data = {**ep.data, "time_to_success": episode_labels(ep.success_T)}
+                data = ep.replay_data()
                 replays[k].add_episode(data)
                 new_eps[k].append(data)
                 records[t] = records[t] + [rec]
@@ -313,8 +253,9 @@ def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str
             n_faults = len(collector.faults)
             if not new:
                 continue
+            last = metrics.read() or last  # raises on a NaN/inf loss before anything is saved
             saved = {f"t{k}_{key_}": v for k in range(K) if new_eps[k]
-                     for key_, v in _episodes_state(new_eps[k]).items()}
+                     for key_, v in pack_episodes(new_eps[k]).items()}
             ck.save(sum(len(v) for v in records.values()), state, replay=saved,
                     meta={"records": records, "env_steps": env_steps, "train_steps": train_steps, "tasks": group})
             for rec in new:
@@ -331,7 +272,3 @@ def _adapt_group(cfg: Config, learner: Any, pre_state: Any, pre_replay: dict[str
         ck.close()
     return True
 
-
-def _bounds(lengths: np.ndarray) -> list[tuple[int, int]]:
-    b = np.concatenate([[0], np.cumsum(np.asarray(lengths, np.int64))])
-    return list(zip(b[:-1].tolist(), b[1:].tolist(), strict=True))

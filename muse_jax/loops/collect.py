@@ -15,13 +15,13 @@ and the reason is kept in `faults`; after `max_restarts` restarts in a row the e
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 
+from muse_jax.competence import steps_to_success
 from muse_jax.replay import latent_arrays
 
 EXTRA_INFO_KEYS = ("value_normalized", "quantile")
@@ -48,8 +48,8 @@ class Episode:
         return bool(self.success_T.any())
 
     @property
-    def time_to_success(self) -> int:
-        """Index of the first success step (= env steps taken), or -1."""
+    def first_success_step(self) -> int:
+        """Index of the first success step (= agent steps taken to succeed), or -1."""
         hits = np.flatnonzero(self.success_T)
         return int(hits[0]) if hits.size else -1
 
@@ -61,14 +61,16 @@ class Episode:
     def score(self) -> float:
         return float(self.data["reward"].sum())
 
-
-def make_policy(policy_step: Callable, graphdef: Any) -> Callable:
-    """jit(policy_step) with the graph and the mode static: call as f(state, carry, obs, key, mode)."""
-    return jax.jit(functools.partial(policy_step, graphdef), static_argnums=(4,))
+    def replay_data(self) -> dict[str, np.ndarray]:
+        """The episode as the replay stores it: its arrays plus the per-step `time_to_success` labels."""
+        return {**self.data, "time_to_success": steps_to_success(self.success_T)}
 
 
 class Collector:
-    """Steps a gymnasium vector env (NEXT_STEP autoreset) with a batched, jitted policy."""
+    """Steps a gymnasium vector env (NEXT_STEP autoreset) with a batched, jitted policy.
+
+    `policy(state, carry, obs, key, mode) -> (action, carry, info)` is e.g.
+    `agent.make_policy_step(graphdef)` (one env per batch row; adapt passes its task-stacked step)."""
 
     def __init__(self, make_venv: Callable[[int], Any], policy: Callable, carry: Any, tasks: list[str], seed: int,
                  *, step_timeout_s: float = 120.0, max_restarts: int = 3,

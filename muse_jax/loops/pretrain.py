@@ -17,27 +17,34 @@ itself is not saved, so the envs start fresh episodes after a resume.
 rows logged after the checkpoint a run resumes from are dropped, so `step` strictly increases across
 any number of kills. `from_step` resumes from an earlier intact checkpoint (after a damaged newest
 one); the later steps are moved aside to `logdir/checkpoints_set_aside/`, not deleted.
-A NaN/inf loss stops the run with the loss name and step; no checkpoint is written after it, so the
-last good one stays.
+Train metrics stay on the device between log points (`train_driver.DeviceMetrics`): no per-step
+host sync. A NaN/inf loss stops the run at the next log point or checkpoint, naming the loss and the
+train step it first appeared at; no checkpoint is written after it, so the last good one stays.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
+from muse_jax import agent as A
+from muse_jax.checkpoint import Checkpointer, verify_integrity
 from muse_jax.config import Config, ConfigError
 from muse_jax.envs.metaworld import ACT_DIM, PROPRIO_DIM, make_vector_env
-from muse_jax.logging import RunLogger, drop_metrics_after, to_float_dict
-from muse_jax.loops.collect import Collector, Episode, make_policy
-from muse_jax.replay import Replay, episode_labels, step_bytes
+from muse_jax.errors import CheckpointNotFoundError
+from muse_jax.loops.collect import Collector, Episode
+from muse_jax.loops.jit_cache import memo_jit
+from muse_jax.loops.restore import obs_spec, spec_to_meta
+from muse_jax.loops.train_driver import NonFiniteLossError, TrainDriver, train_steps_due
+from muse_jax.replay import Replay, pack_episodes, step_bytes, unpack_episodes
+from muse_jax.run_log import RunLogger, drop_metrics_after
+
+__all__ = ["CONFIG_KEYS_FREE_ON_RESUME", "NonFiniteLossError", "config_diff", "partial_state", "pretrain",
+           "recent_stats", "replay_megabytes", "rewind_to"]
 
 CONFIG_KEYS_FREE_ON_RESUME = (
     "train.env_steps", "train.log_every", "train.save_every", "train.keep_checkpoints",
@@ -47,37 +54,12 @@ CONFIG_KEYS_FREE_ON_RESUME = (
 NaN message advises); every other key must match the saved run."""
 
 
-class NonFiniteLossError(FloatingPointError):
-    """A loss became NaN/inf; the message names it and the train step."""
-
-
-def obs_spec(cfg: Config) -> Any:
-    from muse_jax.agent import ObsSpec
-
-    return ObsSpec.from_config(cfg, proprio_dim=PROPRIO_DIM, act_dim=ACT_DIM)
-
-
 def replay_megabytes(cfg: Config) -> float:
     """Memory the full replay will take, from the config alone."""
     e = cfg.env
     image = (e.image_size, e.image_size, 3) if e.image else None
     latents = (cfg.model.deter, cfg.model.stoch) if cfg.replay.context else (0, 0)
     return cfg.replay.capacity * step_bytes(image, PROPRIO_DIM if e.proprio else None, ACT_DIM, *latents) / 2**20
-
-
-def train_steps_due(env_steps: int, train_ratio: float, batch_size: int, seq_len: int) -> int:
-    """Gradient steps owed after `env_steps` environment steps at the given train ratio."""
-    return int(env_steps * train_ratio / (batch_size * seq_len))
-
-
-def check_finite(metrics: Mapping[str, float], step: int) -> None:
-    """Raise NonFiniteLossError naming the first non-finite loss (then any other metric)."""
-    keys = sorted(metrics, key=lambda k: (not k.startswith("loss/"), k))
-    for k in keys:
-        if not math.isfinite(metrics[k]):
-            raise NonFiniteLossError(
-                f"{k} is {metrics[k]} at train step {step}; stopped without saving, the last good checkpoint is "
-                "kept. Lower optim.lr or check the inputs, then resume.")
 
 
 def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -92,80 +74,16 @@ def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: st
     return out
 
 
-_JITTED: dict[Any, Callable] = {}
-
-
-def memo_jit(kind: str, graphdef: Any, extra: Any, build: Callable[[], Callable]) -> Callable:
-    """One compiled function per (kind, graph, extra) per process: adapting task after task (or
-    resuming in-process) reuses the compiled train and policy steps instead of recompiling."""
-    key = (kind, graphdef, extra)
-    try:
-        hash(key)
-    except TypeError:
-        return build()
-    if key not in _JITTED:
-        _JITTED[key] = build()
-    return _JITTED[key]
-
-
-class Trainer:
-    """Owns the learner state and does the owed gradient steps on replay batches."""
-
-    def __init__(self, cfg: Config, graphdef: Any, state: Any, train_steps: int, seed: int) -> None:
-        from muse_jax import agent as A
-        from muse_jax.parallel import check_batch_size, make_mesh, shard_batch
-
-        self.cfg, self.state, self.train_steps = cfg, state, int(train_steps)
-        self.mesh = make_mesh()
-        check_batch_size(cfg.replay.batch_size, self.mesh)
-        self._shard = lambda b: shard_batch(b, self.mesh)
-        self._fn = memo_jit("train", graphdef, self.mesh, lambda: A.make_train_step(cfg, graphdef, self.mesh, state))
-        self._key = jax.random.key(seed + 1)
-        self.last: dict[str, float] = {}
-
-    def train(self, replay: Replay, due: int) -> int:
-        """Gradient steps until `due` is reached; returns how many ran."""
-        n = 0
-        sums: dict[str, float] = defaultdict(float)
-        while self.train_steps < due and replay.can_sample():
-            batch = self._shard(replay.sample(self.cfg.replay.batch_size))
-            key = jax.random.fold_in(self._key, self.train_steps)
-            self.state, metrics = self._fn(self.state, batch, key)
-            m = to_float_dict(metrics)
-            check_finite(m, self.train_steps)
-            self.train_steps += 1
-            n += 1
-            for k, v in m.items():
-                sums[k] += v
-        if n:
-            self.last = {k: v / n for k, v in sums.items()}
-        return n
-
-
-def partial_state(episodes: list[Episode]) -> dict[str, np.ndarray] | None:
-    """Unfinished episodes as flat arrays (Replay.state_dict's layout: `episode_lengths` + each key
-    concatenated, with time-to-success labels), for the checkpoint; None when there are none."""
-    eps = [dict(e.data, time_to_success=episode_labels(e.success_T)) for e in episodes if e is not None and e.length]
-    if not eps:
-        return None
-    out = {"episode_lengths": np.array([len(ep["time_to_success"]) for ep in eps], np.int64)}
-    out.update({k: np.concatenate([np.asarray(ep[k]) for ep in eps]) for k in eps[0]})
-    return out
-
-
-def split_episodes(state: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-    """Inverse of `partial_state`: one dict of [T, ...] arrays per episode."""
-    lengths = np.asarray(state["episode_lengths"], np.int64)
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
-    keys = [k for k in state if k not in ("episode_lengths", "meta")]
-    return [{k: np.asarray(state[k])[a:b] for k in keys} for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+def partial_state(episodes: list[Episode | None]) -> dict[str, np.ndarray] | None:
+    """Unfinished episodes in the replay's flat layout (`pack_episodes`), with their labels so far,
+    for the checkpoint; None when there are none."""
+    eps = [ep.replay_data() for ep in episodes if ep is not None and ep.length]
+    return pack_episodes(eps) if eps else None
 
 
 def rewind_to(logdir: Path, step: int, echo: Callable[[str], None]) -> None:
     """Make `step` the newest checkpoint: it must exist and be intact; later steps move to
     `logdir/checkpoints_set_aside/` (kept for the user to inspect or delete)."""
-    from muse_jax.checkpoint import CheckpointNotFoundError, verify_integrity
-
     ckdir = logdir / "checkpoints"
     steps = sorted(int(p.name) for p in ckdir.iterdir() if p.name.isdigit()) if ckdir.is_dir() else []
     if step not in steps:
@@ -186,7 +104,8 @@ def rewind_to(logdir: Path, step: int, echo: Callable[[str], None]) -> None:
 
 
 def recent_stats(episodes: list[Episode], tasks: list[str]) -> dict[str, float]:
-    """Success rate per task and overall, mean score and time to success, over finished episodes."""
+    """Success rate per task and overall, mean score and mean steps to the first success of the solved
+    episodes (logged as `time_to_success`), over finished episodes."""
     if not episodes:
         return {}
     out: dict[str, float] = {
@@ -194,8 +113,8 @@ def recent_stats(episodes: list[Episode], tasks: list[str]) -> dict[str, float]:
         "episode_score": float(np.mean([e.score for e in episodes])),
         "episodes_finished": float(len(episodes)),
     }
-    tts = [e.time_to_success for e in episodes if e.success]
-    out["time_to_success"] = float(np.mean(tts)) if tts else float("nan")
+    first_success = [e.first_success_step for e in episodes if e.success]
+    out["time_to_success"] = float(np.mean(first_success)) if first_success else float("nan")
     for t in tasks:
         mine = [e.success for e in episodes if e.task == t]
         if mine:
@@ -212,9 +131,6 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     `act_mode` is the policy mode after the prefill: "dreamer" (the actor, MUSE §3.2.1 pre-training)
     or "muse" (self-regulated acting, for learning curves of the regulated agent).
     """
-    from muse_jax import agent as A
-    from muse_jax.checkpoint import Checkpointer, spec_meta
-
     logdir = Path(logdir)
     spec = obs_spec(cfg)
     seed = cfg.train.seed
@@ -240,7 +156,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
             replay.load_state_dict(replay_state)
         counters.update(meta["counters"])
         partial = ckpt.restore_partial()
-        cut = split_episodes(partial) if partial is not None else []
+        cut = unpack_episodes(partial) if partial is not None else []
         for ep in cut:  # the envs' unfinished episodes at the checkpoint, cut there (see module doc)
             replay.add_episode(ep)
         counters["episodes_cut"] = counters.get("episodes_cut", 0) + len(cut)
@@ -250,50 +166,56 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
 
     task_ids = list(range(1, len(cfg.env.tasks) + 1))
     make_venv = lambda s: make_vector_env(cfg.env.tasks, task_ids, cfg.env, s, round_robin=True)
-    policy = memo_jit("policy", graphdef, None, lambda: make_policy(A.policy_step, graphdef))
+    policy = memo_jit("policy", graphdef, None, lambda: A.make_policy_step(graphdef))
     carry = A.initial_carry(graphdef, state, cfg.env.num_envs)
     collector = Collector(make_venv, policy, carry, list(cfg.env.tasks), seed + counters["env_steps"],
                           task_names=dict(zip(task_ids, cfg.env.tasks, strict=True)))
-    trainer = Trainer(cfg, graphdef, state, counters["train_steps"], seed)
+    driver = TrainDriver(cfg, graphdef, state, counters["train_steps"], seed)
     drop_metrics_after(Path(logdir) / "metrics.jsonl", counters["env_steps"])  # rows logged after the checkpoint
     logger = RunLogger(logdir, total=cfg.train.env_steps, initial=counters["env_steps"], desc="pretrain")
     total = cfg.train.env_steps if stop_at is None else min(cfg.train.env_steps, stop_at)
     window: list[Episode] = []
+    last_metrics: dict[str, float] = {}  # mean train metrics of the latest log window
     env_steps = counters["env_steps"]
     last_log, last_save = env_steps, env_steps
-    t_log, steps_log, train_log = time.time(), env_steps, trainer.train_steps
+    t_log, steps_log, train_log = time.time(), env_steps, driver.train_steps
     r = cfg.replay
 
     def save() -> None:
-        counters.update(env_steps=env_steps, train_steps=trainer.train_steps)
+        driver.metrics.check()  # a NaN/inf since the last read stops the run here: never saved
+        counters.update(env_steps=env_steps, train_steps=driver.train_steps)
         # orbax cannot store zero-size arrays: before the first finished episode there is no replay to save
-        ckpt.save(env_steps, trainer.state, replay=replay.state_dict() if replay.num_episodes else None,
-                  meta={"config": cfg.to_dict(), "spec": spec_meta(spec), "seed": seed, "counters": dict(counters),
+        ckpt.save(env_steps, driver.state, replay=replay.state_dict() if replay.num_episodes else None,
+                  meta={"config": cfg.to_dict(), "spec": spec_to_meta(spec), "seed": seed, "counters": dict(counters),
                         "agent": cfg.agent},
                   partial=partial_state(collector.partial_episodes()))
 
     try:
         while env_steps < total:
             mode = "random" if env_steps < cfg.train.prefill else act_mode
-            for ep in collector.step(trainer.state, mode):
+            n_faults = len(collector.faults)
+            for ep in collector.step(driver.state, mode):
                 replay.add_episode(ep.data, ep.success_T)
                 window.append(ep)
                 counters["episodes"] += 1
+            if len(collector.faults) > n_faults:  # an env crash may be NaN actions from a NaN loss: name the loss
+                driver.metrics.check()
             env_steps += collector.num_envs
             if env_steps >= cfg.train.prefill:
-                trainer.train(replay, train_steps_due(env_steps, cfg.train.train_ratio, r.batch_size, r.seq_len))
-            logger.advance(collector.num_envs, train=trainer.train_steps)
+                driver.train(replay, train_steps_due(env_steps, cfg.train.train_ratio, r.batch_size, r.seq_len))
+            logger.advance(collector.num_envs, train=driver.train_steps)
             if env_steps - last_log >= cfg.train.log_every or env_steps >= total:
                 dt = max(time.time() - t_log, 1e-9)
-                record = {"step": env_steps, "env_steps": env_steps, "train_steps": trainer.train_steps,
+                last_metrics = driver.metrics.read() or last_metrics  # the one device read per log point
+                record = {"step": env_steps, "env_steps": env_steps, "train_steps": driver.train_steps,
                           "episodes": counters["episodes"],
                           "replay_steps": len(replay), "env_restarts": len(collector.faults),
-                          **trainer.last, **recent_stats(window, list(cfg.env.tasks)),
+                          **last_metrics, **recent_stats(window, list(cfg.env.tasks)),
                           "env_steps_per_s": (env_steps - steps_log) / dt,
-                          "train_steps_per_s": (trainer.train_steps - train_log) / dt}
+                          "train_steps_per_s": (driver.train_steps - train_log) / dt}
                 logger.write(record)
                 window, last_log = [], env_steps
-                t_log, steps_log, train_log = time.time(), env_steps, trainer.train_steps
+                t_log, steps_log, train_log = time.time(), env_steps, driver.train_steps
             if env_steps - last_save >= cfg.train.save_every:
                 save()
                 last_save = env_steps
@@ -303,5 +225,6 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
         logger.close()
         collector.close()
         ckpt.close()
-    counters.update(env_steps=env_steps, train_steps=trainer.train_steps)
-    return {"counters": counters, "metrics": trainer.last}
+    last_metrics = driver.metrics.read() or last_metrics
+    counters.update(env_steps=env_steps, train_steps=driver.train_steps)
+    return {"counters": counters, "metrics": last_metrics}

@@ -23,12 +23,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from muse_jax.competence import competence
 from muse_jax.config import Config
 from muse_jax.nets import feature
 
 
 def _competence(agent, h_D: jax.Array, z_SxK: jax.Array) -> jax.Array:
-    return agent.wm.competence_probs(feature(h_D[None], z_SxK[None]))[0].sum()
+    return competence(agent.wm.competence_probs(feature(h_D[None], z_SxK[None])))[0]
 
 
 def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: Config,

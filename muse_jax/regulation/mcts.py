@@ -19,6 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from muse_jax.competence import competence
 from muse_jax.config import Config
 from muse_jax.nets import feature
 
@@ -35,7 +36,7 @@ def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: C
     nb, sims, depth_max = r.mcts_branching, r.mcts_simulations, r.horizon
     M = 1 + sims * nb
     A = agent.wm.spec.act_dim
-    comp = lambda h, z: agent.wm.competence_probs(feature(h, z)).sum(-1)
+    comp = lambda h, z: competence(agent.wm.competence_probs(feature(h, z)))
     tree = dict(
         deter=jnp.zeros((M, *h_D.shape), jnp.float32).at[0].set(h_D),
         stoch=jnp.zeros((M, *z_SxK.shape), jnp.float32).at[0].set(z_SxK),

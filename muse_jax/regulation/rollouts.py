@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from muse_jax.competence import competence
 from muse_jax.config import Config
 from muse_jax.nets import feature
 
@@ -23,7 +24,7 @@ def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: C
                  stoch=jnp.broadcast_to(z_SxK, (R, *z_SxK.shape)).astype(jnp.float32))
     policy = lambda s, k: agent.actor.sample(feature(s["deter"], s["stoch"]), k)
     traj, act_RxH1xA = agent.wm.rssm.imagine(start, policy, r.horizon, key)
-    comp_RxH1 = agent.wm.competence_probs(feature(traj["deter"], traj["stoch"])).sum(-1)
+    comp_RxH1 = competence(agent.wm.competence_probs(feature(traj["deter"], traj["stoch"])))
     scores_R = comp_RxH1[:, 1:].mean(-1)
     best = jnp.argmax(scores_R)
     return act_RxH1xA[best, 0], {"scores": scores_R, "competence_final": scores_R[best]}

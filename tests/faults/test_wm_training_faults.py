@@ -311,8 +311,8 @@ def test_partial_episodes_round_trip_whatever_keys_they_have() -> None:
     """The unfinished episodes saved with a checkpoint keep every key a step has (e.g. latents a
     replay may store), with time-to-success labels from the steps so far, and go into a Replay."""
     from muse_jax.loops.collect import Episode
-    from muse_jax.loops.pretrain import partial_state, split_episodes
-    from muse_jax.replay import Replay
+    from muse_jax.loops.pretrain import partial_state
+    from muse_jax.replay import Replay, unpack_episodes
 
     rng = np.random.default_rng(0)
 
@@ -329,7 +329,7 @@ def test_partial_episodes_round_trip_whatever_keys_they_have() -> None:
     eps = [episode(7, None), None, episode(4, 2)]
     state = partial_state(eps)
     assert state is not None and list(state["episode_lengths"]) == [7, 4]
-    back = split_episodes(state)
+    back = unpack_episodes(state)
     assert len(back) == 2
     for got, want in zip(back, [eps[0], eps[2]], strict=True):
         for k, v in want.data.items():

@@ -61,7 +61,7 @@ def trained(tiny_cfg):
     for i in range(200):
         state, metrics = step(state, batches[i % 4], jax.random.key(i))
         history.append(jax.device_get(metrics))
-    return ag.Learner(learner.graphdef, state), history, batches
+    return ag.SplitLearner(learner.graphdef, state), history, batches
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from muse_jax.competence import competence, competence_labels, time_to_success
+from muse_jax.competence import competence, competence_labels, steps_to_success
 
 
 @pytest.mark.parametrize("jit", [False, True])
@@ -41,6 +41,7 @@ def test_bad_arguments_are_named():
         competence_labels(np.zeros(3), 10, 0)
 
 
-def test_time_to_success_helper():
-    np.testing.assert_array_equal(time_to_success([0, 0, 1, 0, 1]), [2, 1, 0, 0, 0])
-    np.testing.assert_array_equal(time_to_success([0, 0, 0]), [-1, -1, -1])
+def test_steps_to_success_labels():
+    np.testing.assert_array_equal(steps_to_success([0, 0, 1, 0, 1]), [2, 1, 0, 0, 0])
+    np.testing.assert_array_equal(steps_to_success(np.array([0, 0, 0, 1, 1, 0], bool)), [3, 2, 1, 0, 0, 0])
+    np.testing.assert_array_equal(steps_to_success([0, 0, 0]), [-1, -1, -1])

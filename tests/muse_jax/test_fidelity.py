@@ -61,7 +61,7 @@ def test_optimiser_update_equals_hand_computation(make_config):
 
 def test_one_optimiser_state_covers_world_model_actor_and_critic(tiny_cfg):
     spec = ag.ObsSpec(image_shape=None, proprio_dim=PROPRIO, act_dim=ACT, num_tasks=1)
-    tr = nnx.merge(*nnx.split(ag.Trainer(tiny_cfg, spec, nnx.Rngs(params=0))))
+    tr = nnx.merge(*nnx.split(ag.Learner(tiny_cfg, spec, nnx.Rngs(params=0))))
     n_params = sum(x.size for m in (tr.agent.wm, tr.agent.actor, tr.agent.critic)
                    for x in jax.tree.leaves(nnx.state(m, nnx.Param)))
     n_nu = sum(x.size for x in jax.tree.leaves(tr.opt.get_value()[1].nu))  # scale_by_rms: nu per parameter

@@ -18,8 +18,10 @@ import pytest
 from muse_common.files import read_jsonl
 from muse_jax.checkpoint import Checkpointer
 from muse_jax.config import ConfigError, load_config
+from muse_jax.errors import CheckpointMismatchError, NonFiniteLossError
 from muse_jax.loops import adapt as adapt_mod
 from muse_jax.loops import pretrain as pre
+from muse_jax.loops.train_driver import DeviceMetrics, check_finite, train_steps_due
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +47,7 @@ def test_pretrain_resumes_with_counters_continuing(run, cfg):
     assert first["counters"]["env_steps"] == 200
     assert second["counters"]["env_steps"] == cfg.train.env_steps
     r = cfg.replay
-    assert second["counters"]["train_steps"] == pre.train_steps_due(cfg.train.env_steps, cfg.train.train_ratio,
+    assert second["counters"]["train_steps"] == train_steps_due(cfg.train.env_steps, cfg.train.train_ratio,
                                                                      r.batch_size, r.seq_len)
     lines = list(read_jsonl(logdir / "metrics.jsonl"))
     env_steps = [x["env_steps"] for x in lines]
@@ -89,7 +91,7 @@ def check_sequential(records: list[dict], cfg, episodes: int) -> None:
         assert mine[0]["env_step_start"] == 0 and mine[0]["train_step_start"] == 0
         for x in mine:
             assert x["env_step_end"] - x["env_step_start"] == x["length"]  # one env, steps counted once
-            assert x["train_step_end"] == pre.train_steps_due(x["env_step_end"], cfg.adapt.train_ratio,
+            assert x["train_step_end"] == train_steps_due(x["env_step_end"], cfg.adapt.train_ratio,
                                                               r.batch_size, r.seq_len)
             assert x["train_step_end"] > x["train_step_start"]
         for prev, nxt in zip(mine, mine[1:], strict=False):
@@ -147,9 +149,9 @@ def test_dreamer_pretrain_has_no_competence_params_and_adapt_refuses_mismatch(ru
         assert meta["agent"] == kind and meta["config"]["agent"] == kind
         params[kind] = json.dumps(jax_paths(state))
     assert "competence_head" in params["muse"] and "competence" not in params["dreamer"]
-    with pytest.raises(ConfigError, match=r"pretrain --agent muse`.*holds a dreamer agent"):
+    with pytest.raises(CheckpointMismatchError, match=r"pretrain --agent muse`.*holds a dreamer agent"):
         adapt_mod.adapt(dreamer_run, "muse", tmp_path / "a", tasks=[TASK], episodes=1, echo=lambda s: None)
-    with pytest.raises(ConfigError, match=r"pretrain --agent dreamer`.*holds a muse agent"):
+    with pytest.raises(CheckpointMismatchError, match=r"pretrain --agent dreamer`.*holds a muse agent"):
         adapt_mod.adapt(run[0], "dreamer", tmp_path / "b", tasks=[TASK], episodes=1, echo=lambda s: None)
 
 
@@ -160,18 +162,19 @@ def jax_paths(tree) -> list[str]:
 
 
 def test_nan_loss_stops_with_name_and_keeps_last_good_checkpoint(run, cfg, tmp_path, monkeypatch):
-    """Same config as the shared run (compiled steps reused); a NaN appears after the step-200 save."""
+    """Same config as the shared run (compiled steps reused); from train step 110 (after the step-200
+    save) the reward loss is NaN on the device. It is read at the next log point (env step 300), which
+    names the loss and the first step it was NaN at, and nothing is saved after it."""
     logdir = tmp_path / "nan"
-    real_train = pre.Trainer.train
+    real_add = DeviceMetrics.add
 
-    def poisoned(self, replay, due):
-        n = real_train(self, replay, due)
-        if self.train_steps >= 110:
-            pre.check_finite({"loss/reward": float("nan"), "loss/total": 1.0}, self.train_steps)
-        return n
+    def poisoned(self, metrics, step):
+        if step >= 110:
+            metrics = {**metrics, "loss/reward": metrics["loss/reward"] * float("nan")}
+        real_add(self, metrics, step)
 
-    monkeypatch.setattr(pre.Trainer, "train", poisoned)
-    with pytest.raises(pre.NonFiniteLossError, match=r"loss/reward is nan at train step"):
+    monkeypatch.setattr(DeviceMetrics, "add", poisoned)
+    with pytest.raises(NonFiniteLossError, match=r"^loss/reward is nan at train step 110;"):
         pre.pretrain(cfg, logdir, echo=lambda s: None)
     ck = Checkpointer(logdir / "checkpoints", read_only=True)
     assert ck.all_steps() == [cfg.train.save_every]
@@ -184,10 +187,10 @@ def test_resume_refuses_another_config(run, cfg):
 
 
 def test_check_finite_and_train_ratio_units():
-    pre.check_finite({"loss/a": 1.0, "x": 2.0}, 0)
-    with pytest.raises(pre.NonFiniteLossError, match="loss/b"):
-        pre.check_finite({"loss/a": 1.0, "loss/b": np.inf}, 7)
-    assert pre.train_steps_due(1000, 512, 16, 64) == 500
+    check_finite({"loss/a": 1.0, "x": 2.0}, 0)
+    with pytest.raises(NonFiniteLossError, match="loss/b"):
+        check_finite({"loss/a": 1.0, "loss/b": np.inf}, 7)
+    assert train_steps_due(1000, 512, 16, 64) == 500
     assert pre.replay_megabytes(load_config("paper")) > 20_000  # 2M image steps need tens of GB
 
 

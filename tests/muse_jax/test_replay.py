@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from muse_jax.replay import Replay, episode_labels, step_bytes
+from muse_jax.replay import Replay, pack_episodes, step_bytes, unpack_episodes
 
 
 def make_episode(length: int, tag: float, success_at: int | None = None, proprio: int = 3) -> tuple[dict, np.ndarray]:
@@ -23,10 +23,20 @@ def make_episode(length: int, tag: float, success_at: int | None = None, proprio
     return ep, success
 
 
-def test_labels_count_down_to_first_success_and_fail_is_minus_one():
-    ok = episode_labels(np.array([0, 0, 0, 1, 1, 0], bool))
-    np.testing.assert_array_equal(ok, [3, 2, 1, 0, 0, 0])
-    np.testing.assert_array_equal(episode_labels(np.zeros(4, bool)), [-1, -1, -1, -1])
+def test_pack_and_unpack_episodes_round_trip_and_keep_only_common_keys():
+    a, _ = make_episode(3, 1.0)
+    b, _ = make_episode(5, 2.0)
+    b["deter"] = np.zeros((5, 2), np.float16)  # a key only one episode has is dropped
+    flat = pack_episodes([a, b])
+    assert list(flat["episode_lengths"]) == [3, 5] and "deter" not in flat
+    back = unpack_episodes(flat)
+    assert len(back) == 2 and set(back[0]) == set(a)
+    for got, want in zip(back, [a, b], strict=True):
+        for k, v in got.items():
+            np.testing.assert_array_equal(v, want[k])
+    assert unpack_episodes(pack_episodes([])) == []
+    with pytest.raises(ValueError, match="episode_lengths"):
+        unpack_episodes({"reward": np.zeros(3)})
 
 
 def test_capacity_is_bounded_and_oldest_episodes_go_first():

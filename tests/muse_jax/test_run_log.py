@@ -2,7 +2,7 @@
 
 import json
 
-from muse_jax.logging import drop_metrics_after
+from muse_jax.run_log import drop_metrics_after
 
 
 def test_drop_metrics_after_keeps_rows_up_to_the_checkpoint(tmp_path):

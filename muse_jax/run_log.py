@@ -1,4 +1,5 @@
 """Run logging: metrics.jsonl (crash-safe lines), TensorBoard scalars and a tqdm progress bar.
+(Named `run_log`, not `logging`, so it never shadows the standard library's module.)
 
 One `RunLogger.write(record)` call feeds all sinks, so the JSONL file and TensorBoard never disagree.
 Non-finite floats are written as null in JSON (JSON has no NaN) and skipped in TensorBoard.
@@ -15,11 +16,6 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from muse_common.files import append_jsonl, atomic_write_text, read_jsonl
-
-
-def to_float_dict(metrics: dict[str, Any]) -> dict[str, float]:
-    """jax/numpy scalars -> Python floats (one device transfer per value)."""
-    return {k: float(v) for k, v in metrics.items()}
 
 
 def drop_metrics_after(path: str | Path, env_steps: int) -> None:

@@ -1,0 +1,133 @@
+"""The host side of training: how many gradient steps are owed, running them on replay batches, and
+their metrics, which stay on the device until a log point or a checkpoint reads them.
+
+Why metrics stay on the device: turning ~20 metrics into Python floats (and checking them for NaN)
+after every gradient step blocks the host until that step has finished, so dispatch never runs
+ahead of the device. `DeviceMetrics` instead adds each step's metrics to on-device sums (one small
+jitted update, no transfer) and remembers, per metric, the first train step at which it was not
+finite. A read (at each log point, before each checkpoint and at the end) is one transfer; a NaN/inf
+then stops the run naming the metric (losses first) and that first step, so no checkpoint is ever
+written after it, whichever step it appeared at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from muse_jax import agent as A
+from muse_jax.config import Config
+from muse_jax.errors import NonFiniteLossError
+from muse_jax.loops.jit_cache import memo_jit
+from muse_jax.parallel import check_batch_size, make_mesh, shard_batch
+from muse_jax.replay import Replay
+
+__all__ = ["DeviceMetrics", "NonFiniteLossError", "TrainDriver", "check_finite", "train_steps_due"]
+
+
+def train_steps_due(env_steps: int, train_ratio: float, batch_size: int, seq_len: int) -> int:
+    """Gradient steps owed after `env_steps` environment steps at the given train ratio."""
+    return int(env_steps * train_ratio / (batch_size * seq_len))
+
+
+def _metric_order(name: str) -> tuple[bool, str]:
+    return (not name.startswith("loss/"), name)
+
+
+def check_finite(metrics: Mapping[str, float], step: int) -> None:
+    """Raise NonFiniteLossError naming the first non-finite loss (then any other metric)."""
+    for k in sorted(metrics, key=_metric_order):
+        if not math.isfinite(metrics[k]):
+            raise NonFiniteLossError(
+                f"{k} is {metrics[k]} at train step {step}; stopped without saving, the last good checkpoint is "
+                "kept. Lower optim.lr or check the inputs, then resume.")
+
+
+def _non_finite_value(x: jax.Array) -> jax.Array:
+    """nan if any element is nan, else the sum of the infinite elements (inf, -inf; nan if both)."""
+    return jnp.where(jnp.isnan(x).any(), jnp.nan, jnp.where(jnp.isfinite(x), 0.0, x).sum())
+
+
+@jax.jit
+def _accumulate(acc: dict[str, Any], metrics: dict[str, jax.Array], step: jax.Array) -> dict[str, Any]:
+    """Add one step's metrics (scalars, or [K] per task: averaged) to the sums; note first non-finite steps."""
+    out = {"count": acc["count"] + 1, "sum": {}, "bad_step": {}, "bad_value": {}}
+    for k, v in metrics.items():
+        v = jnp.asarray(v, jnp.float32)
+        newly_bad = (acc["bad_step"][k] < 0) & ~jnp.isfinite(v).all()
+        out["sum"][k] = acc["sum"][k] + v.mean()
+        out["bad_step"][k] = jnp.where(newly_bad, step, acc["bad_step"][k])
+        out["bad_value"][k] = jnp.where(newly_bad, _non_finite_value(v), acc["bad_value"][k])
+    return out
+
+
+class DeviceMetrics:
+    """Sums of train-step metrics on the device, read at log points (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._acc: dict[str, Any] | None = None
+
+    def add(self, metrics: Mapping[str, jax.Array], step: int) -> None:
+        """Queue one train step's metrics (no device-to-host transfer)."""
+        metrics = dict(metrics)
+        if self._acc is None or set(self._acc["sum"]) != set(metrics):
+            zero = jnp.zeros((), jnp.float32)
+            self._acc = {"count": jnp.zeros((), jnp.int32), "sum": {k: zero for k in metrics},
+                         "bad_step": {k: jnp.full((), -1, jnp.int32) for k in metrics},
+                         "bad_value": {k: zero for k in metrics}}
+        self._acc = _accumulate(self._acc, metrics, jnp.asarray(step, jnp.int32))
+
+    def check(self) -> None:
+        """Raise NonFiniteLossError if any metric was NaN/inf, naming it and the first step it was."""
+        if self._acc is None:
+            return
+        bad_step, bad_value = jax.device_get((self._acc["bad_step"], self._acc["bad_value"]))
+        self._raise_if_bad(bad_step, bad_value)
+
+    @staticmethod
+    def _raise_if_bad(bad_step: Mapping[str, Any], bad_value: Mapping[str, Any]) -> None:
+        bad = [k for k in bad_step if int(bad_step[k]) >= 0]
+        if bad:
+            first = min(int(bad_step[k]) for k in bad)
+            at_first = {k: float(bad_value[k]) for k in bad if int(bad_step[k]) == first}
+            check_finite(at_first, first)
+
+    def read(self) -> dict[str, float]:
+        """Means since the last read (after checking them), then start a new window; {} if none."""
+        if self._acc is None:
+            return {}
+        acc = jax.device_get(self._acc)
+        self._acc = None
+        self._raise_if_bad(acc["bad_step"], acc["bad_value"])
+        n = max(int(acc["count"]), 1)
+        return {k: float(v) / n for k, v in acc["sum"].items()}
+
+
+class TrainDriver:
+    """Owns the learner state and runs the owed gradient steps on replay batches (data-parallel over
+    every local device); metrics are kept in `metrics` (DeviceMetrics) until read."""
+
+    def __init__(self, cfg: Config, graphdef: Any, state: Any, train_steps: int, seed: int) -> None:
+        self.cfg, self.state, self.train_steps = cfg, state, int(train_steps)
+        self.mesh = make_mesh()
+        check_batch_size(cfg.replay.batch_size, self.mesh)
+        self._shard = lambda b: shard_batch(b, self.mesh)
+        self._fn = memo_jit("train", graphdef, self.mesh, lambda: A.make_train_step(cfg, graphdef, self.mesh, state))
+        self._key = jax.random.key(seed + 1)
+        self.metrics = DeviceMetrics()
+
+    def train(self, replay: Replay, due: int) -> int:
+        """Gradient steps until `due` is reached; returns how many ran. Nothing is read back."""
+        n = 0
+        while self.train_steps < due and replay.can_sample():
+            batch = self._shard(replay.sample(self.cfg.replay.batch_size))
+            key = jax.random.fold_in(self._key, self.train_steps)
+            self.state, metrics = self._fn(self.state, batch, key)
+            self.metrics.add(metrics, self.train_steps)
+            self.train_steps += 1
+            n += 1
+        return n
