@@ -87,5 +87,3 @@ def test_block_gru_computes_dreamerv3s_literal_formula(rows):
                3 * jax.random.normal(k[2], (rows, 3)))
     np.testing.assert_allclose(jax.jit(lambda *x: gru(*x))(h, z, a), _literal_block_gru(gru, h, z, a),
                                rtol=1e-5, atol=1e-5)
-    # and a perturbation of one block of h moves that block's output only through the shared inputs
-    assert not np.allclose(gru(h.at[:, :8].add(1.0), z, a), gru(h, z, a))
