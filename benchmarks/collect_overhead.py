@@ -34,7 +34,6 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.wm_throughput import load_average  # noqa: E402
 from muse_jax.config import ConfigError, load_config  # noqa: E402
-from muse_jax.host_allocator import keep_freed_memory  # noqa: E402
 
 MODES = ("dreamer", "muse", "random")
 
@@ -103,7 +102,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    keep_freed_memory()  # as wm_throughput.py: before JAX runs anything
     overrides = list(args.set) + ([f"env.num_envs={args.envs}"] if args.envs else [])
     try:
         cfg = load_config(args.config, overrides)

@@ -32,7 +32,6 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.wm_throughput import build_config, load_average, synthetic_obs, time_calls  # noqa: E402
 from muse_jax.agent import ObsSpec, create_learner, initial_carry, make_policy_step  # noqa: E402
-from muse_jax.host_allocator import keep_freed_memory  # noqa: E402
 from muse_jax.regulation import STRATEGIES  # noqa: E402
 
 
@@ -90,7 +89,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    keep_freed_memory()  # as wm_throughput.py: before JAX runs anything
     load_before = load_average()
     per_strategy = {}
     for s in args.strategies:

@@ -245,8 +245,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compile-cache", type=Path, metavar="DIR",
                    help="persistent XLA compilation cache (a warm cache makes compile_s small)")
     p.add_argument("--profile", type=Path, metavar="DIR", help="write a jax.profiler trace of the timed train steps")
-    p.add_argument("--no-keep-freed-memory", action="store_true",
-                   help="leave glibc malloc as it is (see muse_jax/host_allocator.py; for before/after runs)")
+    p.add_argument("--keep-freed-memory", action="store_true",
+                   help="keep freed host memory in the process (muse_jax/host_allocator.py): no page faults in "
+                        "the train step, but slower acting calls")
     p.add_argument("--json", action="store_true", help="print only the JSON line")
     p.add_argument("--out", type=Path, help="also append the JSON record to this JSONL file")
     args = p.parse_args(argv)
@@ -260,7 +261,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    kept = False if args.no_keep_freed_memory else keep_freed_memory()  # before JAX runs anything
+    kept = keep_freed_memory() if args.keep_freed_memory else False  # before JAX runs anything
     if args.compile_cache:
         from muse_jax.parallel import enable_compilation_cache
 

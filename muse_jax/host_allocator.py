@@ -8,7 +8,11 @@ time per size1m step, a quarter of the step's CPU time). `keep_freed_memory` tel
 every size from its heap (no mmap), in one arena (thread arenas cannot grow past 64 MB and would fall
 back to mmap), and never to give freed memory back to the OS; the next call reuses the same pages.
 
-Cost: the process keeps its peak heap size (it does not shrink after a large step). Call it once,
+Opt-in (`wm_throughput.py --keep-freed-memory`), not on by default, because it is a trade: on the
+2-core machine it saved ~8% of the size1m step's CPU time when idle and 0.15 s per step under load,
+but the small jitted acting calls got slower (regulation decision 1.2 -> 3.1 ms, measured back to
+back), probably because all threads then share one malloc arena. The process also keeps its peak
+heap size (it does not shrink after a large step). Call it once,
 early, before JAX first runs a computation (its worker threads pick their malloc arena on their first
 allocation). A no-op off glibc (macOS, musl) or when MUSE_KEEP_FREED_MEMORY=0.
 """
