@@ -35,6 +35,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from muse_jax.agent import ObsSpec, create_learner, initial_carry, make_policy_step, make_train_step  # noqa: E402
 from muse_jax.config import MODEL_SIZES, Config, from_dict, parse_overrides  # noqa: E402
+from muse_jax.host_allocator import keep_freed_memory  # noqa: E402
 
 
 def build_config(size: str, obs_dim: int, image: bool, image_size: int, batch: int, seq: int,
@@ -165,7 +166,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     load_before = load_average()
     train_cpu: list[float] = []
-    train_times = time_calls(train_once, args.steps, train_cpu)
+    if args.profile:  # a jax.profiler trace of the timed steps (open in Perfetto / TensorBoard)
+        with jax.profiler.trace(str(args.profile), create_perfetto_trace=True):
+            train_times = time_calls(train_once, args.steps, train_cpu)
+    else:
+        train_times = time_calls(train_once, args.steps, train_cpu)
+    load_after = load_average()
     loss = float(metrics["loss/total"])
     train_med = statistics.median(train_times)
 
@@ -204,6 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "train_step_cpu_s": statistics.median(train_cpu),
         "cpu_cores": os.cpu_count(),
         "loadavg_1m": load_before,
+        "loadavg_1m_after_train": load_after,
         "policy_step_median_s": acting["dreamer"],
         "regulation_decision_median_s": acting["muse"],
         "policy_compile_s": acting["dreamer_compile_s"],
@@ -237,6 +244,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="config override, e.g. --set model.compute_dtype=bfloat16")
     p.add_argument("--compile-cache", type=Path, metavar="DIR",
                    help="persistent XLA compilation cache (a warm cache makes compile_s small)")
+    p.add_argument("--profile", type=Path, metavar="DIR", help="write a jax.profiler trace of the timed train steps")
+    p.add_argument("--keep-freed-memory", action="store_true",
+                   help="keep freed host memory in the process (muse_jax/host_allocator.py): no page faults in "
+                        "the train step, but slower acting calls")
     p.add_argument("--json", action="store_true", help="print only the JSON line")
     p.add_argument("--out", type=Path, help="also append the JSON record to this JSONL file")
     args = p.parse_args(argv)
@@ -250,12 +261,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    kept = keep_freed_memory() if args.keep_freed_memory else False  # before JAX runs anything
     if args.compile_cache:
         from muse_jax.parallel import enable_compilation_cache
 
         enable_compilation_cache(args.compile_cache)
     record = run(args)
     record["compile_cache"] = str(args.compile_cache) if args.compile_cache else None
+    record["host_keep_freed_memory"] = kept
     if not args.json:
         print(f"{record['size']} B={record['batch']} T={record['seq']} on {record['devices']}x {record['device']}: "
               f"train step {record['train_step_median_s']:.3f} s median (compile {record['compile_s']:.1f} s), "

@@ -55,3 +55,35 @@ def test_stage_channels_rejects_odd_sizes():
 def test_mlp_zero_output_init():
     mlp = nets.MLP(5, 8, 2, 7, nnx.Rngs(0), out_scale=0.0)
     np.testing.assert_array_equal(mlp(jnp.ones((3, 5))), 0.0)
+
+
+def _literal_block_gru(gru, h, z, a):
+    """DreamerV3's block GRU written out: broadcast inputs next to each block of h, batched einsums."""
+    g, d = gru.blocks, gru.deter
+    act = a / jnp.maximum(1.0, jnp.abs(a))
+    n0, n1, n2 = gru.in_norms
+    x = jnp.concatenate([n0(gru.in_deter(h)), n1(gru.in_stoch(z)), n2(gru.in_action(act))], -1)
+    x = jnp.broadcast_to(x[:, None, :], (h.shape[0], g, x.shape[-1]))
+    x = jnp.concatenate([h.reshape(h.shape[0], g, d // g), x], -1)
+
+    def block(layer, v):
+        y = jnp.einsum("ngi,gio->ngo", v.reshape(v.shape[0], g, -1), layer.kernel.get_value())
+        return y.reshape(v.shape[0], -1) + layer.bias.get_value()
+
+    x = block(gru.gates, gru.hid_norm(block(gru.hid, x))).reshape(h.shape[0], g, -1)
+    reset, cand, update = [y.reshape(h.shape[0], d) for y in jnp.split(x, 3, -1)]
+    reset = jax.nn.sigmoid(reset)
+    update = jax.nn.sigmoid(update - 1.0)
+    return update * jnp.tanh(reset * cand) + (1.0 - update) * h
+
+
+@pytest.mark.parametrize("rows", [1, 32])
+def test_block_gru_computes_dreamerv3s_literal_formula(rows):
+    gru = nets.BlockGRU(32, 8, 12, 3, 4, nnx.Rngs(0))
+    gru.hid.bias.set_value(jax.random.normal(jax.random.key(5), (32,)))
+    gru.gates.bias.set_value(jax.random.normal(jax.random.key(6), (96,)))
+    k = jax.random.split(jax.random.key(0), 3)
+    h, z, a = (jax.random.normal(k[0], (rows, 32)), jax.random.normal(k[1], (rows, 12)),
+               3 * jax.random.normal(k[2], (rows, 3)))
+    np.testing.assert_allclose(jax.jit(lambda *x: gru(*x))(h, z, a), _literal_block_gru(gru, h, z, a),
+                               rtol=1e-5, atol=1e-5)

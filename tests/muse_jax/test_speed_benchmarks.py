@@ -1,0 +1,73 @@
+"""benchmarks/regulation_scaling.py and collect_overhead.py at tiny settings print one complete JSON line;
+every speed benchmark of issue 14 documents its flags in --help.
+
+llm_sampling.py and adapt_tasks.py have their own tiny runs (tests/llm_side/test_llm_sampling_benchmark.py,
+tests/muse_jax/test_adapt_tasks_benchmark.py); only their --help is checked here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+
+
+def _run(script: str, *flags: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    return subprocess.run([sys.executable, str(BENCH / script), *flags], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=timeout)
+
+
+def _last_json(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("script, flag", [("regulation_scaling.py", "--strategies"), ("collect_overhead.py", "--mode"),
+                                          ("llm_sampling.py", "--rollouts"), ("adapt_tasks.py", "--tasks")])
+def test_every_speed_benchmark_documents_its_flags(script, flag):
+    proc = _run(script, "--help", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert flag in proc.stdout
+
+
+def test_regulation_scaling_times_every_strategy_at_every_env_count():
+    rec = _last_json(_run("regulation_scaling.py", "--size", "nano", "--envs", "1", "16", "--steps", "2",
+                          "--set", "regulation.horizon=2", "--set", "regulation.num_rollouts=2",
+                          "--set", "regulation.mcts_simulations=2", "--set", "regulation.mcts_branching=2"))
+    assert rec["benchmark"] == "regulation_scaling" and rec["envs"] == [1, 16]
+    assert set(rec["strategies"]) == {"gradient", "rollouts", "mcts"}
+    for s, r in rec["strategies"].items():
+        assert set(r["latency_s"]) == {"1", "16"}, s
+        assert all(math.isfinite(v) and v > 0 for v in r["latency_s"].values()), (s, r)
+        assert r["decisions_per_s"]["16"] == pytest.approx(16 / r["latency_s"]["16"])
+        assert r["ratio_16_vs_1"] == pytest.approx(r["latency_s"]["16"] / r["latency_s"]["1"])
+        assert r["horizon"] == 2
+
+
+def test_regulation_scaling_rejects_bad_env_counts():
+    proc = _run("regulation_scaling.py", "--envs", "0", timeout=300)
+    assert proc.returncode != 0 and "--envs must all be >= 1" in proc.stderr
+
+
+@pytest.mark.slow
+def test_collect_overhead_compares_collector_and_raw_env_on_the_same_envs():
+    rec = _last_json(_run("collect_overhead.py", "--config", "smoke", "--steps", "5", "--mode", "muse"))
+    assert rec["benchmark"] == "collect_overhead" and rec["num_envs"] == 2 and rec["env_steps"] == 10
+    assert rec["raw_env_steps_per_s"] > 0 and rec["collector_env_steps_per_s"] > 0
+    assert rec["raw_env_steps_per_s"] == pytest.approx(10 / rec["raw_s"])
+    assert rec["overhead"] == pytest.approx(rec["raw_env_steps_per_s"] / rec["collector_env_steps_per_s"] - 1)
+
+
+def test_collect_overhead_bad_config_is_one_line():
+    proc = _run("collect_overhead.py", "--config", "no-such-config", timeout=300)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr and "collect_overhead:" in proc.stderr
