@@ -57,12 +57,12 @@ def time_collector(cfg, make_venv, steps: int, seed: int, mode: str) -> tuple[fl
     """Seconds for `steps` Collector.step calls (after one untimed compile step), and episodes finished."""
     from muse_jax import agent as A
     from muse_jax.envs.metaworld import ACT_DIM, PROPRIO_DIM
-    from muse_jax.loops.collect import Collector, make_policy
+    from muse_jax.loops.collect import Collector
 
     spec = A.ObsSpec.from_config(cfg, proprio_dim=PROPRIO_DIM, act_dim=ACT_DIM)
     learner = A.create_learner(cfg, spec, seed)
     graphdef, state = learner.graphdef, learner.state
-    policy = make_policy(A.policy_step, graphdef)
+    policy = A.make_policy_step(graphdef)
     carry = A.initial_carry(graphdef, state, cfg.env.num_envs)
     task_ids = list(range(1, len(cfg.env.tasks) + 1))
     collector = Collector(make_venv, policy, carry, list(cfg.env.tasks), seed,
