@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from llm_side import registry
+from muse_common.overrides import OverrideError, parse_key_values, yaml_problem
 
 RUN_KEYS = (
     "env",
@@ -44,25 +45,11 @@ class UsageError(Exception):
 
 
 def parse_options(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
-    """`k=v` strings -> dict; values are parsed as YAML scalars (true, 3, 0.5, text)."""
-    out: dict[str, Any] = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{flag} expects key=value, got '{pair}'")
-        out[key.strip()] = _scalar(value)
-    return out
-
-
-def _scalar(value: str) -> Any:
-    """YAML scalar when the text is one (true, 3, 0.5), else the text itself (paths, '[', ...)."""
-    if not value.strip():
-        return ""
+    """`--env-opt` / `--agent-opt` `k=v` strings -> dict of YAML scalars (true, 3, 0.5, else the text)."""
     try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
-        return value
-    return parsed if isinstance(parsed, (bool, int, float, str)) or parsed is None else value
+        return parse_key_values(pairs, flag, structured=False)
+    except OverrideError as e:
+        raise UsageError(str(e)) from None
 
 
 def resolve(kind: str, name: str) -> Callable[..., Any]:
@@ -176,9 +163,7 @@ def load_config(path: str | None) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise UsageError(f"config file {p} is not UTF-8 text (byte {e.start}); give a YAML file") from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise UsageError(f"config file {p} is not valid YAML: {getattr(e, 'problem', None) or e}{where}") from None
+        raise UsageError(f"config file {p} is not valid YAML: {yaml_problem(e)}") from None
     if data is None:
         raise UsageError(f"config file {p} is empty; give the run settings ({', '.join(RUN_KEYS)}) or drop --config")
     if not isinstance(data, dict):
@@ -208,8 +193,8 @@ def check_int(key: str, value: Any) -> int | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from llm_side.backends import DEFAULT_MODEL, LazyLLM, check_available
-    from muse_common.files import atomic_write_json
     from llm_side.harness.runner import run_eval
+    from muse_common.files import atomic_write_json
 
     cfg = load_config(args.config)
     get = lambda key, default=None: getattr(args, key) if getattr(args, key) is not None else cfg.get(key, default)

@@ -33,18 +33,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from muse_jax.config import Config, ConfigError
+from muse_jax.config import Config, ConfigError, resume_conflicts
 from muse_jax.envs.metaworld import ACT_DIM, PROPRIO_DIM, make_vector_env
 from muse_jax.logging import RunLogger, drop_metrics_after, to_float_dict
 from muse_jax.loops.collect import Collector, Episode, make_policy
 from muse_jax.replay import Replay, episode_labels, step_bytes
-
-CONFIG_KEYS_FREE_ON_RESUME = (
-    "train.env_steps", "train.log_every", "train.save_every", "train.keep_checkpoints",
-    "optim.lr", "optim.warmup", "optim.agc",
-)
-"""Settings a resumed run may change (extend training; lower a learning rate after a NaN stop, as the
-NaN message advises); every other key must match the saved run."""
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -78,18 +71,6 @@ def check_finite(metrics: Mapping[str, float], step: int) -> None:
             raise NonFiniteLossError(
                 f"{k} is {metrics[k]} at train step {step}; stopped without saving, the last good checkpoint is "
                 "kept. Lower optim.lr or check the inputs, then resume.")
-
-
-def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two Config.to_dict() trees."""
-    out = []
-    for k in sorted(set(saved) | set(current)):
-        a, b = saved.get(k), current.get(k)
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            out += config_diff(a, b, f"{prefix}{k}.")
-        elif a != b:
-            out.append(f"{prefix}{k}")
-    return out
 
 
 _JITTED: dict[Any, Callable] = {}
@@ -224,7 +205,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     resuming = ckpt.latest_step() is not None
     if resuming:  # checked before building anything, so a wrong --logdir fails in a second
         meta = ckpt.read_meta()
-        diff = [k for k in config_diff(meta.get("config", {}), cfg.to_dict()) if k not in CONFIG_KEYS_FREE_ON_RESUME]
+        diff = resume_conflicts(meta.get("config", {}), cfg)
         if diff:
             ckpt.close()
             raise ConfigError(f"{logdir} holds a run with another config (differs in {diff[:5]}); "
