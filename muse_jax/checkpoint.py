@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import logging
 import os
 import shutil
 import sys
@@ -41,6 +42,19 @@ CHECKPOINTS_DIR = "checkpoints"
 _ITEMS = ("state", "replay", "meta", "manifest", "partial")
 """`partial`: the unfinished episodes of each env at save time (pre-training stores them so a resume
 loses no env step taken before the checkpoint; see loops/pretrain.py)."""
+
+
+class _DropReadOnlyNotice(logging.Filter):
+    """Drops exactly orbax's `Given directory is read only=...` warning (absl logger, CheckpointManager
+    init): opening a run's checkpoints read-only (adapt, evaluation) is what we ask for, not a problem.
+    Every other absl/orbax record passes. (The option warnings read-only used to cause are avoided at
+    the source: the read-only options are built already as orbax would force them.)"""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != "Given directory is read only=%s"
+
+
+logging.getLogger("absl").addFilter(_DropReadOnlyNotice())
 
 
 class CheckpointError(RuntimeError):
@@ -329,7 +343,8 @@ class Checkpointer:
                              "(train.keep_checkpoints).")
         self.directory = Path(directory).resolve()
         # cleanup_tmp_directories: a write cut short (kill, full disk) leaves a tmp folder; the next start removes it
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
+        options = ocp.CheckpointManagerOptions(max_to_keep=None if read_only else keep, create=not read_only,
+                                               save_interval_steps=0 if read_only else 1, read_only=read_only,
                                                enable_async_checkpointing=False,
                                                cleanup_tmp_directories=not read_only)
         self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=_ITEMS)
