@@ -36,6 +36,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from muse_common.files import atomic_write_json
+from muse_jax.parallel import host_local, meet
 
 INTEGRITY_FILE = "muse_files.json"
 CHECKPOINTS_DIR = "checkpoints"
@@ -175,6 +176,32 @@ def _storage_template(x: Any) -> Any:
         return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
     arr = np.asarray(x)
     return jax.ShapeDtypeStruct(arr.shape, arr.dtype)
+
+
+def _host_storable(x: Any) -> np.ndarray:
+    """Multi-host: this host's numpy copy of a (replicated) state leaf."""
+    return np.asarray(_to_storable(host_local(x)))
+
+
+def _host_template(x: Any) -> np.ndarray:
+    """Multi-host: a numpy state leaf to restore into on this host alone."""
+    t = _storage_template(x)
+    return np.zeros(t.shape, t.dtype)
+
+
+def _orbax_sees_one_process() -> None:
+    """Multi-host: make orbax treat this process as process 0 of one, for the rest of the process.
+
+    Why: each host keeps its own checkpoint (its own replay; no shared file system needed), which orbax's
+    options cannot express: with `MultiprocessingOptions(primary_host=me, active_processes={me})` it still
+    writes numpy leaves on process 0 only (so process 1's folder came out empty) and refuses arrays that
+    live on one host. Orbax asks `multihost.process_index()` who it is; answering 0 everywhere makes each
+    host's checkpointer a single-process one. muse-wm uses orbax for nothing else, and the train step's
+    collectives do not go through orbax.
+    """
+    from orbax.checkpoint._src.multihost import multihost
+
+    multihost.process_index = lambda: 0
 
 
 def _unnest(nested: Mapping[str, Any], template: Any) -> Any:
@@ -343,12 +370,21 @@ class Checkpointer:
                              "(train.keep_checkpoints).")
         self.directory = Path(directory).resolve()
         # cleanup_tmp_directories: a write cut short (kill, full disk) leaves a tmp folder; the next start removes it
-        options = ocp.CheckpointManagerOptions(max_to_keep=None if read_only else keep, create=not read_only,
+        # several hosts: each process keeps its own checkpoints in its own folder (parallel.process_logdir)
+        self._host_only = jax.process_count() > 1
+        hosts = ocp.options.MultiprocessingOptions()
+        if self._host_only:
+            _orbax_sees_one_process()
+            hosts = ocp.options.MultiprocessingOptions(primary_host=0, active_processes={0})
+            if not read_only:  # orbax creates the folder only for all processes together
+                self.directory.mkdir(parents=True, exist_ok=True)
+        options = ocp.CheckpointManagerOptions(max_to_keep=None if read_only else keep,
+                                               create=not read_only and not self._host_only,
                                                save_interval_steps=0 if read_only else 1, read_only=read_only,
-                                               enable_async_checkpointing=False,
+                                               enable_async_checkpointing=False, multiprocessing_options=hosts,
                                                cleanup_tmp_directories=not read_only)
         self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=_ITEMS)
-        if not read_only and jax.process_index() == 0:
+        if not read_only:
             self._roll_forward()
 
     def _roll_forward(self) -> None:
@@ -376,7 +412,7 @@ class Checkpointer:
             raise TypeError(f"Checkpointer.save: meta must be JSON-serialisable "
                             f"(config dict, counters): {e}") from None
         items: dict[str, Any] = {
-            "state": ocp.args.StandardSave(_nest(state)),
+            "state": ocp.args.StandardSave(_nest(state, _host_storable if self._host_only else None)),
             "meta": ocp.args.JsonSave(meta),
             "manifest": ocp.args.JsonSave({"state": manifest_of(state),
                                            "replay": sorted(replay) if replay else [],
@@ -386,6 +422,8 @@ class Checkpointer:
             items["replay"] = ocp.args.StandardSave({k: np.asarray(v) for k, v in replay.items()})
         if partial:
             items["partial"] = ocp.args.StandardSave({k: np.asarray(v) for k, v in partial.items()})
+        if self._host_only:  # orbax's own barriers in a save set up collectives: start them together
+            meet(f"checkpoint {int(step)}")
         try:
             with _stderr_kept_on_success():
                 self._manager.save(int(step), args=ocp.args.Composite(**items), force=True)
@@ -396,11 +434,10 @@ class Checkpointer:
                 raise
             raise CheckpointWriteError(self._write_failure(int(step), os_error)) from None
         step_dir = self.step_dir(step)
-        if jax.process_index() == 0:
-            try:
-                write_integrity(step_dir)
-            except OSError as e:  # the step itself is complete; the next start writes its record
-                raise CheckpointWriteError(self._write_failure(int(step), e)) from None
+        try:
+            write_integrity(step_dir)
+        except OSError as e:  # the step itself is complete; the next start writes its record
+            raise CheckpointWriteError(self._write_failure(int(step), e)) from None
         return step_dir
 
     def step_dir(self, step: int) -> Path:
@@ -490,7 +527,7 @@ class Checkpointer:
                     "the config stored in the checkpoint (load_agent) or start a fresh run directory.")
         args: dict[str, Any] = {"meta": ocp.args.JsonRestore()}
         if state_template is not None:
-            target = _nest(state_template, _storage_template)
+            target = _nest(state_template, _host_template if self._host_only else _storage_template)
             args["state"] = ocp.args.StandardRestore(target)
         else:
             args["state"] = ocp.args.StandardRestore()
@@ -506,6 +543,8 @@ class Checkpointer:
         state = restored["state"]
         if state_template is not None:
             state = _unnest(state, state_template)
+            if self._host_only:
+                state = jax.device_put(state)
         replay = None
         if with_replay:
             replay = {k: np.asarray(v) for k, v in restored["replay"].items()}

@@ -312,11 +312,15 @@ class AdaptConfig:
 class ParallelConfig:
     """Devices and hosts."""
 
-    param_sharding: Literal["replicated", "fsdp"] = "replicated"
+    param_sharding: Literal["replicated", "fsdp"] = setting(
+        "replicated", rule(lambda v, p: v == "replicated" or not p.distributed,
+                           "'replicated' when parallel.distributed is true (each host acts and checkpoints with "
+                           "a whole copy of the parameters)"))
     """Replicate parameters on every device, or shard large ones over the data axis."""
     distributed: bool = False
-    """For `parallel.init_distributed` (coordinates from the environment). Not yet called by `muse-wm pretrain`:
-    multi-host training through the command is open work (issue 13); the sharded step itself is tested."""
+    """`muse-wm pretrain` joins a multi-host `jax.distributed` job (`parallel.init_distributed`: coordinator from
+    JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID, or SLURM / Open MPI detected); each process
+    writes to its own run folder (`parallel.process_logdir`)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,6 +33,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from muse_jax import parallel
 from muse_jax.config import Config, ConfigError, resume_conflicts
 from muse_jax.envs.metaworld import ACT_DIM, PROPRIO_DIM, make_vector_env
 from muse_jax.logging import RunLogger, drop_metrics_after, to_float_dict
@@ -94,14 +95,18 @@ class Trainer:
 
     def __init__(self, cfg: Config, graphdef: Any, state: Any, train_steps: int, seed: int) -> None:
         from muse_jax import agent as A
-        from muse_jax.parallel import check_batch_size, make_mesh, shard_batch
 
-        self.cfg, self.state, self.train_steps = cfg, state, int(train_steps)
-        self.mesh = make_mesh()
-        check_batch_size(cfg.replay.batch_size, self.mesh)
-        self._shard = lambda b: shard_batch(b, self.mesh)
+        self.cfg, self.train_steps = cfg, int(train_steps)
+        self.mesh = parallel.make_mesh()
+        parallel.check_batch_size(cfg.replay.batch_size, self.mesh)
+        # several hosts: this host's copy becomes the global replicated state (one host: jit places it)
+        multi = parallel.is_multi_process()
+        self.state = parallel.shard_state(state, self.mesh, cfg.parallel.param_sharding) if multi else state
+        self.rows = parallel.local_batch_size(cfg.replay.batch_size, self.mesh)  # this process's rows of the batch
+        self._shard = lambda b: parallel.shard_batch(b, self.mesh)
         self._fn = memo_jit("train", graphdef, self.mesh, lambda: A.make_train_step(cfg, graphdef, self.mesh, state))
         self._key = jax.random.key(seed + 1)
+        self._compiled = False
         self.last: dict[str, float] = {}
 
     def train(self, replay: Replay, due: int) -> int:
@@ -109,10 +114,12 @@ class Trainer:
         n = 0
         sums: dict[str, float] = defaultdict(float)
         while self.train_steps < due and replay.can_sample():
-            batch = self._shard(replay.sample(self.cfg.replay.batch_size))
+            batch = self._shard(replay.sample(self.rows))
             key = jax.random.fold_in(self._key, self.train_steps)
+            if not self._compiled:  # several hosts: all start the first step together (parallel.meet)
+                self._fn, self._compiled = parallel.compile_then_meet(self._fn, self.state, batch, key), True
             self.state, metrics = self._fn(self.state, batch, key)
-            m = to_float_dict(metrics)
+            m = to_float_dict(parallel.host_local(metrics))
             check_finite(m, self.train_steps)
             self.train_steps += 1
             n += 1
@@ -213,7 +220,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     echo(f"replay needs {replay_megabytes(cfg):.1f} MB for {cfg.replay.capacity} steps")
     learner = A.create_learner(cfg, spec, seed)
     graphdef, state = learner.graphdef, learner.state
-    replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, seed, context=cfg.replay.context)
+    replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, parallel.process_seed(seed), context=cfg.replay.context)
     counters = {"env_steps": 0, "train_steps": 0, "episodes": 0}
     if resuming:
         state, replay_state, meta = ckpt.restore(state_template=state)
@@ -233,7 +240,8 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     make_venv = lambda s: make_vector_env(cfg.env.tasks, task_ids, cfg.env, s, round_robin=True)
     policy = memo_jit("policy", graphdef, None, lambda: make_policy(A.policy_step, graphdef))
     carry = A.initial_carry(graphdef, state, cfg.env.num_envs)
-    collector = Collector(make_venv, policy, carry, list(cfg.env.tasks), seed + counters["env_steps"],
+    env_seed = parallel.process_seed(seed + counters["env_steps"])
+    collector = Collector(make_venv, policy, carry, list(cfg.env.tasks), env_seed,
                           task_names=dict(zip(task_ids, cfg.env.tasks, strict=True)))
     trainer = Trainer(cfg, graphdef, state, counters["train_steps"], seed)
     drop_metrics_after(Path(logdir) / "metrics.jsonl", counters["env_steps"])  # rows logged after the checkpoint
@@ -256,7 +264,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     try:
         while env_steps < total:
             mode = "random" if env_steps < cfg.train.prefill else act_mode
-            for ep in collector.step(trainer.state, mode):
+            for ep in collector.step(parallel.host_local(trainer.state), mode):
                 replay.add_episode(ep.data, ep.success_T)
                 window.append(ep)
                 counters["episodes"] += 1
