@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -57,9 +56,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _outside_env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    # the fault tests' compilation cache: a second run skips compiling the train step (most of the time)
-    env.update(JAX_PLATFORMS="cpu", TQDM_DISABLE="1", PYTHONUNBUFFERED="1", HOME=str(tmp),
-               JAX_COMPILATION_CACHE_DIR=str(Path(tempfile.gettempdir()) / "muse-jax-faults-xla-cache"))
+    # JAX_COMPILATION_CACHE_DIR stays the suite's (tests/conftest.py): a second run skips most compiling
+    env.update(JAX_PLATFORMS="cpu", TQDM_DISABLE="1", PYTHONUNBUFFERED="1", HOME=str(tmp))
     return env
 
 

@@ -197,7 +197,7 @@ def from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = Non
 
 
 def resolve_config_path(name_or_path: str | Path) -> Path:
-    """`smoke` -> configs/wm/smoke.yaml; a path is used as given."""
+    """`smoke` -> the packaged smoke.yaml (`CONFIG_DIR`, which configs/wm links to); a path is used as given."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") and p.exists():
         return p

@@ -76,7 +76,8 @@ class ModelConfig:
     size: str = "size1m"
     """Preset from MODEL_SIZES that fills deter/hidden/classes/depth/units unless they are set."""
     deter: int = setting(512, integer_at_least(1),
-                         rule(lambda v, m: v % m.blocks == 0, "a multiple of model.blocks={blocks}"))
+                         rule(lambda v, m: m.blocks < 1 or v % m.blocks == 0,  # blocks < 1: its own rule says so
+                              "a multiple of model.blocks={blocks}"))
     """Width of the deterministic (block GRU) state h."""
     hidden: int = setting(64, integer_at_least(1))
     """Width of the RSSM's internal MLP layers."""
