@@ -2,7 +2,7 @@
 per field.
 
 Types (and `Literal` choices) are checked when a config is loaded (`muse_jax.config.load`); ranges that
-types cannot express are `Allowed` rules kept beside their field (`setting(default, rule, ...)`) and are
+types cannot express are `Allowed` rules kept beside their field (`setting(default, Allowed(...), ...)`) and are
 checked by `validate`, one loop over every field, whenever a `Config` is built. A rule may name sibling
 fields of its section (`model.deter` a multiple of `model.blocks`).
 """
@@ -64,11 +64,6 @@ def number_above(low: float) -> Allowed:
     return Allowed(lambda v, _: _finite(v) and v > low, f"a finite number > {low}")
 
 
-def rule(ok: Callable[[Any, Any], bool], words: str) -> Allowed:
-    """A rule written out at the field, for ranges the helpers above do not cover."""
-    return Allowed(ok, words)
-
-
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """World-model and head architecture (DreamerV3 naming)."""
@@ -76,8 +71,8 @@ class ModelConfig:
     size: str = "size1m"
     """Preset from MODEL_SIZES that fills deter/hidden/classes/depth/units unless they are set."""
     deter: int = setting(512, integer_at_least(1),
-                         rule(lambda v, m: m.blocks < 1 or v % m.blocks == 0,  # blocks < 1: its own rule says so
-                              "a multiple of model.blocks={blocks}"))
+                         Allowed(lambda v, m: m.blocks < 1 or v % m.blocks == 0,  # blocks < 1: its own rule says so
+                                 "a multiple of model.blocks={blocks}"))
     """Width of the deterministic (block GRU) state h."""
     hidden: int = setting(64, integer_at_least(1))
     """Width of the RSSM's internal MLP layers."""
@@ -95,11 +90,11 @@ class ModelConfig:
     """Hidden layers of the vector encoder/decoder, actor and critic."""
     head_layers: int = 1
     """Hidden layers of the reward, continue and competence heads."""
-    unimix: float = setting(0.01, rule(lambda v, _: 0.0 <= v < 1.0, "0 <= unimix < 1"))
+    unimix: float = setting(0.01, Allowed(lambda v, _: 0.0 <= v < 1.0, "0 <= unimix < 1"))
     """Uniform mixture for categorical latents and discrete actions (1%)."""
-    bins: int = setting(255, rule(lambda v, _: v >= 3 and v % 2 == 1, "an odd integer >= 3"))
+    bins: int = setting(255, Allowed(lambda v, _: v >= 3 and v % 2 == 1, "an odd integer >= 3"))
     """Bins of the symlog two-hot reward and value heads."""
-    competence_quantiles: int = setting(5, rule(lambda v, _: v >= 1, "N >= 1"))
+    competence_quantiles: int = setting(5, Allowed(lambda v, _: v >= 1, "N >= 1"))
     """N, the number of time-to-success quantiles the self-awareness head predicts."""
     image_channels: int = 3
     """RGB channels; the task-id channel is appended on top of these."""
@@ -152,15 +147,15 @@ class OptimConfig:
 
     lr: float = setting(4e-5, number_above(0))
     """Learning rate after warm-up (dreamerv3 `opt.lr`)."""
-    agc: float = setting(0.3, rule(lambda v, _: _finite(v) and v >= 0, "a finite number >= 0 (0 = no clipping)"))
+    agc: float = setting(0.3, Allowed(lambda v, _: _finite(v) and v >= 0, "a finite number >= 0 (0 = no clipping)"))
     """Adaptive gradient clipping: each tensor's update norm <= agc * max(agc_pmin, its parameter norm)."""
     agc_pmin: float = setting(1e-3, number_above(0))
     """Parameter-norm floor of the adaptive clipping (dreamerv3 `clip_by_agc(pmin=1e-3)`)."""
     eps: float = setting(1e-20, number_above(0))
     """Epsilon added to the RMS (outside the square root, as dreamerv3 `scale_by_rms`)."""
-    beta1: float = setting(0.9, rule(lambda v, _: 0.0 <= v < 1.0, "0 <= beta < 1"))
+    beta1: float = setting(0.9, Allowed(lambda v, _: 0.0 <= v < 1.0, "0 <= beta < 1"))
     """Momentum decay, applied after RMS normalisation (LaProp order)."""
-    beta2: float = setting(0.999, rule(lambda v, _: 0.0 <= v < 1.0, "0 <= beta < 1"))
+    beta2: float = setting(0.999, Allowed(lambda v, _: 0.0 <= v < 1.0, "0 <= beta < 1"))
     """Decay of the squared-gradient average."""
     warmup: int = setting(1000, integer_at_least(0))
     """Optimiser steps of linear learning-rate warm-up from 0."""
@@ -180,7 +175,7 @@ class BehaviorConfig:
 
     imag_horizon: int = setting(15, integer_at_least(1))
     """Imagination horizon (dreamerv3 `imag_length: 15`)."""
-    lam: float = setting(0.95, rule(lambda v, _: 0.0 <= v <= 1.0, "0 <= lam <= 1"))
+    lam: float = setting(0.95, Allowed(lambda v, _: 0.0 <= v <= 1.0, "0 <= lam <= 1"))
     """Lambda of the lambda-returns, imagined and replayed (dreamerv3 `imag_loss.lam`, `repl_loss.lam`)."""
     horizon: float = setting(333.0, number_at_least(1))
     """Discount horizon; discount = 1 - 1/horizon (dreamerv3 `horizon: 333`)."""
@@ -190,8 +185,8 @@ class BehaviorConfig:
     """EMA rate of the slow critic, updated every step (dreamerv3 `slowvalue: {rate: 0.02, every: 1}`)."""
     slowreg: float = 1.0
     """Weight of the critic's regulariser towards the slow critic (dreamerv3 `imag_loss.slowreg`)."""
-    retnorm_low: float = setting(5.0, rule(lambda v, b: 0 <= v < b.retnorm_high <= 100,
-                                          "0 <= retnorm_low < retnorm_high <= 100"))
+    retnorm_low: float = setting(5.0, Allowed(lambda v, b: 0 <= v < b.retnorm_high <= 100,
+                                              "0 <= retnorm_low < retnorm_high <= 100"))
     """Lower percentile of return normalisation (dreamerv3 `retnorm.perclo`)."""
     retnorm_high: float = 95.0
     """Upper percentile of return normalisation (dreamerv3 `retnorm.perchi`)."""
@@ -199,7 +194,7 @@ class BehaviorConfig:
     """EMA rate of the return percentiles, not debiased (dreamerv3 `retnorm: {rate: 0.01, debias: False}`)."""
     retnorm_limit: float = 1.0
     """Minimum scale of return normalisation (dreamerv3 `retnorm.limit`)."""
-    min_std: float = setting(0.1, rule(lambda v, b: 0 < v <= b.max_std, "0 < min_std <= max_std"))
+    min_std: float = setting(0.1, Allowed(lambda v, b: 0 < v <= b.max_std, "0 < min_std <= max_std"))
     """Minimum std of the continuous action distribution (dreamerv3 `policy.minstd`)."""
     max_std: float = 1.0
     """Maximum std of the continuous action distribution (dreamerv3 `policy.maxstd`)."""
@@ -236,15 +231,15 @@ class RegulationConfig:
 class EnvConfig:
     """Meta-World environments."""
 
-    tasks: tuple[str, ...] = setting(MT10_TASKS, rule(lambda v, _: len(v) >= 1, "at least one Meta-World task"))
+    tasks: tuple[str, ...] = setting(MT10_TASKS, Allowed(lambda v, _: len(v) >= 1, "at least one Meta-World task"))
     """Pre-training tasks (task ids 1..len(tasks) in the image channel)."""
     novel_tasks: tuple[str, ...] = NOVEL_TASKS
     """Adaptation tasks (task-id channel 0)."""
-    image: bool = setting(True, rule(lambda v, e: v or e.proprio, "true, or env.proprio true (at least one input)"))
+    image: bool = setting(True, Allowed(lambda v, e: v or e.proprio, "true, or env.proprio true (at least one input)"))
     """Render 64x64 RGB observations; False = proprio-only (cheap)."""
     proprio: bool = True
     """Include the 39-dim proprioceptive vector."""
-    image_size: int = setting(64, rule(lambda v, _: v >= 16 and v % 16 == 0, "a multiple of 16"))
+    image_size: int = setting(64, Allowed(lambda v, _: v >= 16 and v % 16 == 0, "a multiple of 16"))
     """Rendered image side in pixels."""
     max_episode_steps: int = setting(500, integer_at_least(1))
     """Episode length L (also the time-to-success normaliser)."""
@@ -264,7 +259,7 @@ class EnvConfig:
 class ReplayConfig:
     """Sequence replay."""
 
-    capacity: int = setting(1_000_000, rule(lambda v, r: v >= r.seq_len, "at least replay.seq_len={seq_len}"))
+    capacity: int = setting(1_000_000, Allowed(lambda v, r: v >= r.seq_len, "at least replay.seq_len={seq_len}"))
     """Maximum stored env steps; the oldest episodes are evicted first."""
     batch_size: int = setting(16, integer_at_least(1))
     """B, sequences per train batch (global, split over devices)."""
@@ -314,9 +309,9 @@ class ParallelConfig:
     """Devices and hosts."""
 
     param_sharding: Literal["replicated", "fsdp"] = setting(
-        "replicated", rule(lambda v, p: v == "replicated" or not p.distributed,
-                           "'replicated' when parallel.distributed is true (each host acts and checkpoints with "
-                           "a whole copy of the parameters)"))
+        "replicated", Allowed(lambda v, p: v == "replicated" or not p.distributed,
+                              "'replicated' when parallel.distributed is true (each host acts and checkpoints with "
+                              "a whole copy of the parameters)"))
     """Replicate parameters on every device, or shard large ones over the data axis."""
     distributed: bool = False
     """`muse-wm pretrain` joins a multi-host `jax.distributed` job (`parallel.init_distributed`: coordinator from
