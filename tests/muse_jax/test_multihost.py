@@ -137,3 +137,16 @@ def test_muse_wm_pretrain_on_two_processes_trains_exits_and_resumes(tmp_path: Pa
     for rows in resumed:
         assert [r["env_steps"] for r in rows] == [40, 80, 120] and rows[-1]["train_steps"] == 30
     assert resumed[0][-1]["loss/total"] == resumed[1][-1]["loss/total"]
+    # both hosts saved the same parameters, and process 0's folder reads as a one-host run (what adapt does)
+    import jax
+
+    from muse_jax.checkpoint import Checkpointer, load_agent
+
+    states = []
+    for folder in (logdir, logdir / "process-1"):
+        with Checkpointer(folder / "checkpoints", read_only=True) as ck:
+            states.append(jax.tree.leaves(ck.restore(with_replay=False)[0]))
+    assert len(states[0]) == len(states[1]) > 0
+    assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(*states, strict=True))
+    cfg, _, _ = load_agent(logdir)
+    assert cfg.parallel.distributed and cfg.train.env_steps == 120
