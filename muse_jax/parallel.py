@@ -55,7 +55,7 @@ def init_distributed(cfg: Any) -> bool:
         jax.distributed.initialize(**kwargs)
     except (ValueError, RuntimeError) as e:
         raise RuntimeError(
-            f"parallel.distributed=true but jax.distributed.initialize failed: {e}. "
+            f"parallel.distributed=true but jax.distributed.initialize failed: {str(e).rstrip('.')}. "
             "Set JAX_COORDINATOR_ADDRESS (host:port of process 0), JAX_NUM_PROCESSES and JAX_PROCESS_ID, "
             "or run under SLURM/MPI; "
             "or set parallel.distributed=false for one host.") from e

@@ -150,3 +150,16 @@ def test_muse_wm_pretrain_on_two_processes_trains_exits_and_resumes(tmp_path: Pa
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(*states, strict=True))
     cfg, _, _ = load_agent(logdir)
     assert cfg.parallel.distributed and cfg.train.env_steps == 120
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env", "words"), [({}, "Set JAX_COORDINATOR_ADDRESS"),
+                                            ({"JAX_PROCESS_ID": "abc"}, "JAX_PROCESS_ID='abc' must be an integer")])
+def test_distributed_without_a_job_is_one_line_before_any_work(tmp_path: Path, env: dict, words: str):
+    argv = [str(Path(sys.executable).parent / "muse-wm"), "pretrain", "--config", "smoke",
+            "--set", "parallel.distributed=true", "--logdir", str(tmp_path / "run")]
+    proc = subprocess.run(argv, env=_env(1, **env), cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("muse-wm: error: ") and words in line, line
+    assert not (tmp_path / "run").exists()
