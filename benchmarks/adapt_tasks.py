@@ -29,7 +29,8 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from muse_common.files import read_jsonl  # noqa: E402
-from muse_jax.config import NOVEL_TASKS, load_config, parse_overrides  # noqa: E402
+from muse_jax.config import load_config, parse_overrides  # noqa: E402
+from muse_jax.envs.metaworld import NOVEL_TASKS  # noqa: E402
 
 
 def time_adapt(checkpoint: str, agent: str, out: Path, tasks: list[str], episodes: int, parallel: bool,

@@ -66,7 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-every", type=int, default=None,
                    help="env steps per curve point (default: one episode per env, at least --env-steps/20)")
     p.add_argument("--random-episodes", type=int, default=10,
-                   help="episodes of a uniformly random policy on the same env, the reference line (default: 10; 0: skip)")
+                   help="episodes of a uniformly random policy on the same env, the reference line "
+                        "(default: 10; 0: skip)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="any config override, e.g. --set optim.lr=1e-4 (repeatable)")

@@ -20,10 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from llm_side import registry
 from llm_side.run_settings import add_task_flags, load_settings
+from muse_common.overrides import OverrideError, parse_key_values
 
 RUN_KEYS = (
     "env",
@@ -45,25 +44,11 @@ class UsageError(Exception):
 
 
 def parse_options(pairs: Sequence[str] | None, flag: str) -> dict[str, Any]:
-    """`k=v` strings -> dict; values are parsed as YAML scalars (true, 3, 0.5, text)."""
-    out: dict[str, Any] = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{flag} expects key=value, got '{pair}'")
-        out[key.strip()] = _scalar(value)
-    return out
-
-
-def _scalar(value: str) -> Any:
-    """YAML scalar when the text is one (true, 3, 0.5), else the text itself (paths, '[', ...)."""
-    if not value.strip():
-        return ""
+    """`--env-opt` / `--agent-opt` `k=v` strings -> dict of YAML scalars (true, 3, 0.5, else the text)."""
     try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
-        return value
-    return parsed if isinstance(parsed, (bool, int, float, str)) or parsed is None else value
+        return parse_key_values(pairs, flag, structured=False)
+    except OverrideError as e:
+        raise UsageError(str(e)) from None
 
 
 def resolve(kind: str, name: str) -> Callable[..., Any]:

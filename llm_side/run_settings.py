@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from muse_common.overrides import yaml_problem
+
 
 class SettingsError(ValueError):
     """A settings file that cannot be used; the message is one line naming the file and the fix."""
@@ -30,9 +32,7 @@ def load_settings(path: str | None, keys: tuple[str, ...], what: str = "run sett
     except UnicodeDecodeError as e:
         raise SettingsError(f"config file {p} is not UTF-8 text (byte {e.start}); give a YAML file") from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise SettingsError(f"config file {p} is not valid YAML: {getattr(e, 'problem', None) or e}{where}") from None
+        raise SettingsError(f"config file {p} is not valid YAML: {yaml_problem(e)}") from None
     if data is None:
         raise SettingsError(f"config file {p} is empty; give the {what} ({', '.join(keys)}) or drop --config")
     if not isinstance(data, dict):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import shutil
 import sys
@@ -47,6 +48,7 @@ from muse_jax.errors import (
     CheckpointNotFoundError,
     CheckpointWriteError,
 )
+from muse_jax.parallel import host_local, meet
 
 __all__ = ["CHECKPOINTS_DIR", "INTEGRITY_FILE", "CheckpointCorruptError", "CheckpointError", "CheckpointMismatchError",
            "CheckpointNotFoundError", "CheckpointWriteError", "Checkpointer", "first_mismatch", "manifest_of",
@@ -332,6 +334,46 @@ def _tree_bytes(path: Path) -> int:
 # The manager.
 
 
+class _DropReadOnlyNotice(logging.Filter):
+    """Drops exactly orbax's `Given directory is read only=...` warning (absl logger, CheckpointManager
+    init): opening a run's checkpoints read-only (adapt, evaluation) is what we ask for, not a problem.
+    Every other absl/orbax record passes. (The option warnings read-only used to cause are avoided at
+    the source: the read-only options are built already as orbax would force them.)"""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != "Given directory is read only=%s"
+
+
+logging.getLogger("absl").addFilter(_DropReadOnlyNotice())
+
+
+def _host_storable(x: Any) -> np.ndarray:
+    """Multi-host: this host's numpy copy of a (replicated) state leaf."""
+    return np.asarray(_to_storable(host_local(x)))
+
+
+def _host_template(x: Any) -> np.ndarray:
+    """Multi-host: a numpy state leaf to restore into on this host alone."""
+    t = _storage_template(x)
+    return np.zeros(t.shape, t.dtype)
+
+
+def _orbax_sees_one_process() -> None:
+    """Multi-host: make orbax treat this process as process 0 of one, for the rest of the process.
+
+    Why: each host keeps its own checkpoint (its own replay; no shared file system needed), which orbax's
+    options cannot express: with `MultiprocessingOptions(primary_host=me, active_processes={me})` it still
+    writes numpy leaves on process 0 only (so process 1's folder came out empty) and refuses arrays that
+    live on one host. Orbax asks `multihost.process_index()` who it is; answering 0 everywhere makes each
+    host's checkpointer a single-process one. This patches a private orbax function (checked against
+    orbax-checkpoint 0.12.x, pinned by tests/muse_jax/test_multihost.py); muse-wm uses orbax for nothing
+    else, and the train step's collectives do not go through orbax.
+    """
+    from orbax.checkpoint._src.multihost import multihost
+
+    multihost.process_index = lambda: 0
+
+
 class Checkpointer:
     """Keeps the last `keep` checkpoints of a run in `directory` (one subfolder per step)."""
 
@@ -341,11 +383,21 @@ class Checkpointer:
                              "(train.keep_checkpoints).")
         self.directory = Path(directory).resolve()
         # cleanup_tmp_directories: a write cut short (kill, full disk) leaves a tmp folder; the next start removes it
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=not read_only, read_only=read_only,
-                                               enable_async_checkpointing=False,
+        # several hosts: each process keeps its own checkpoints in its own folder (parallel.process_logdir)
+        self._host_only = jax.process_count() > 1
+        hosts = ocp.options.MultiprocessingOptions()
+        if self._host_only:
+            _orbax_sees_one_process()
+            hosts = ocp.options.MultiprocessingOptions(primary_host=0, active_processes={0})
+            if not read_only:  # orbax creates the folder only for all processes together
+                self.directory.mkdir(parents=True, exist_ok=True)
+        options = ocp.CheckpointManagerOptions(max_to_keep=None if read_only else keep,
+                                               create=not read_only and not self._host_only,
+                                               save_interval_steps=0 if read_only else 1, read_only=read_only,
+                                               enable_async_checkpointing=False, multiprocessing_options=hosts,
                                                cleanup_tmp_directories=not read_only)
         self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=_ITEMS)
-        if not read_only and jax.process_index() == 0:
+        if not read_only:
             self._roll_forward()
 
     def _roll_forward(self) -> None:
@@ -374,7 +426,7 @@ class Checkpointer:
                             f"(config dict, counters): {e}") from None
         pure = pure_dict(state)
         items: dict[str, Any] = {
-            "state": ocp.args.StandardSave(jax.tree.map(_to_storable, pure)),
+            "state": ocp.args.StandardSave(jax.tree.map(_host_storable if self._host_only else _to_storable, pure)),
             "meta": ocp.args.JsonSave(meta),
             "manifest": ocp.args.JsonSave({"format": STORAGE_FORMAT, "state": manifest_of(pure),
                                            "replay": sorted(replay) if replay else [],
@@ -384,6 +436,8 @@ class Checkpointer:
             items["replay"] = ocp.args.StandardSave({k: np.asarray(v) for k, v in replay.items()})
         if partial:
             items["partial"] = ocp.args.StandardSave({k: np.asarray(v) for k, v in partial.items()})
+        if self._host_only:  # orbax's own barriers in a save set up collectives: start them together
+            meet(f"checkpoint {int(step)}")
         try:
             with _stderr_kept_on_success():
                 self._manager.save(int(step), args=ocp.args.Composite(**items), force=True)
@@ -394,11 +448,10 @@ class Checkpointer:
                 raise
             raise CheckpointWriteError(self._write_failure(int(step), os_error)) from None
         step_dir = self.step_dir(step)
-        if jax.process_index() == 0:
-            try:
-                write_integrity(step_dir)
-            except OSError as e:  # the step itself is complete; the next start writes its record
-                raise CheckpointWriteError(self._write_failure(int(step), e)) from None
+        try:  # several hosts: each process writes its own folder's record
+            write_integrity(step_dir)
+        except OSError as e:  # the step itself is complete; the next start writes its record
+            raise CheckpointWriteError(self._write_failure(int(step), e)) from None
         return step_dir
 
     def step_dir(self, step: int) -> Path:
@@ -494,7 +547,8 @@ class Checkpointer:
                     "the config stored in the checkpoint (load_agent) or start a fresh run directory.")
         args: dict[str, Any] = {"meta": ocp.args.JsonRestore()}
         if state_template is not None:
-            args["state"] = ocp.args.StandardRestore(jax.tree.map(_storage_template, pure_dict(state_template)))
+            leaf_template = _host_template if self._host_only else _storage_template
+            args["state"] = ocp.args.StandardRestore(jax.tree.map(leaf_template, pure_dict(state_template)))
         else:
             args["state"] = ocp.args.StandardRestore()
         with_replay = with_replay and bool(manifest.get("replay"))
@@ -509,6 +563,8 @@ class Checkpointer:
         state = restored["state"]
         if state_template is not None:
             state = _fill_template(state_template, state)
+            if self._host_only:
+                state = jax.device_put(state)
         replay = None
         if with_replay:
             replay = {k: np.asarray(v) for k, v in restored["replay"].items()}

@@ -120,10 +120,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.from_step is not None and args.from_step < 0:
                 raise UsageError(f"--from-step {args.from_step}: give a checkpoint step (a folder name under "
                                  f"{Path(args.logdir) / 'checkpoints'}).")
+            from muse_jax import parallel
             from muse_jax.loops.pretrain import pretrain
 
+            try:  # parallel.distributed: join the multi-host job before anything touches a device
+                parallel.init_distributed(cfg)
+            except (RuntimeError, ValueError) as e:
+                raise UsageError(str(e)) from None
             started = True
-            res = pretrain(cfg, args.logdir, stop_at=args.stop_at, from_step=args.from_step)
+            res = pretrain(cfg, parallel.process_logdir(args.logdir), stop_at=args.stop_at, from_step=args.from_step)
+            parallel.finish_distributed()
             print(f"pretrain done: {res['counters']}")
             return 0
         if args.episodes is not None and args.episodes < 1:

@@ -4,6 +4,14 @@ Why: one Mesh with a single "data" axis covers 1 CPU, 8 GPUs or a TPU pod slice 
 code. The batch is split along B; parameters are replicated (default) or, with
 `parallel.param_sharding: fsdp`, split along their largest divisible axis so that big models fit.
 XLA inserts the gradient all-reduce / all-gather itself from the in/out shardings of the jitted step.
+
+Multi-host (`parallel.distributed: true`, `muse-wm pretrain`): every process runs the whole loop on its
+own envs, replay and run folder (`process_logdir`), samples its rows of the global batch
+(`local_batch_size`) and joins the other processes only in the jitted train step, whose replicated
+output is the same on every host. Acting, logging and checkpointing use this host's copy
+(`host_local`); each process checkpoints its own folder (no shared file system needed), and all leave
+the job together (`finish_distributed`). Train steps stay in lock step because every process takes the
+same env steps and Meta-World episodes have a fixed length, so every replay can sample at the same step.
 """
 
 from __future__ import annotations
@@ -47,12 +55,74 @@ def init_distributed(cfg: Any) -> bool:
         jax.distributed.initialize(**kwargs)
     except (ValueError, RuntimeError) as e:
         raise RuntimeError(
-            f"parallel.distributed=true but jax.distributed.initialize failed: {e}. "
+            f"parallel.distributed=true but jax.distributed.initialize failed: {str(e).rstrip('.')}. "
             "Set JAX_COORDINATOR_ADDRESS (host:port of process 0), JAX_NUM_PROCESSES and JAX_PROCESS_ID, "
             "or run under SLURM/MPI; "
             "or set parallel.distributed=false for one host.") from e
     _distributed_started = True
     return True
+
+
+_meetings = 0
+
+
+def meet(what: str, timeout_s: float = 3600.0) -> None:
+    """Multi-host: wait until every process got here (a coordination-service barrier; nothing on one host).
+
+    Why not `multihost_utils.sync_global_devices`: that is itself a device collective, and on CPU (Gloo)
+    setting up a collective over a new set of devices waits only 30 s for the other processes. Processes
+    drift apart by more than that (each compiles the train step itself, steps its own envs, writes its own
+    checkpoint), so they meet here first, before anything that may set up a collective: the first train
+    step, orbax's own barriers in a save, the shutdown. `what` names the barrier in a timeout error.
+    """
+    global _meetings
+    if not is_multi_process():
+        return
+    from jax._src import distributed  # the client jax.distributed.initialize made; jax has no public barrier
+
+    _meetings += 1
+    distributed.global_state.client.wait_at_barrier(f"muse-wm {_meetings}: {what}", int(timeout_s * 1000))
+
+
+def compile_then_meet(fn: Callable, *args: Any) -> Callable:
+    """Multi-host: compile the jitted `fn` for `args` now, then `meet`, and return the compiled program, so
+    that its first run starts on every process together (see `meet`). One host: `fn` unchanged."""
+    if not is_multi_process():
+        return fn
+    compiled = fn.lower(*args).compile()
+    meet("train step compiled")
+    return compiled
+
+
+def finish_distributed() -> None:
+    """Leave a multi-host job together: `meet` once every process finished its run (its last checkpoint
+    written, its envs closed), then shut the client down.
+
+    Why: without it the first process to finish enters jax's shutdown barrier alone and a slower one
+    (still saving) fails at exit with a coordination-service shutdown-barrier timeout although its run
+    was complete. Does nothing on one host.
+    """
+    global _distributed_started
+    if not _distributed_started:
+        return
+    meet("run finished")
+    jax.distributed.shutdown()
+    _distributed_started = False
+
+
+def process_logdir(logdir: str | os.PathLike) -> Path:
+    """This process's run folder: `logdir` itself on one host and on process 0, `logdir/process-<i>` on
+    process i > 0. Parameters are the same on every host, so process 0's folder is a complete run that
+    `muse-wm adapt` reads; the others hold their own replay, metrics and checkpoints for resuming."""
+    i = jax.process_index()
+    return Path(logdir) if i == 0 else Path(logdir) / f"process-{i}"
+
+
+def process_seed(seed: int) -> int:
+    """Seed of this process's envs and replay sampling: `seed` on one host and on process 0, shifted on
+    the others so that hosts collect and sample different episodes. (The train step's key stays the
+    global seed: it is an input every process must agree on.)"""
+    return seed + 1_000_003 * jax.process_index()
 
 
 def is_multi_process() -> bool:

@@ -25,15 +25,16 @@ train step it first appeared at; no checkpoint is written after it, so the last 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from muse_jax import agent as A
+from muse_jax import parallel
 from muse_jax.checkpoint import Checkpointer, verify_integrity
-from muse_jax.config import Config, ConfigError
+from muse_jax.config import Config, ConfigError, resume_conflicts
 from muse_jax.envs.metaworld import ACT_DIM, PROPRIO_DIM, make_vector_env
 from muse_jax.errors import CheckpointNotFoundError
 from muse_jax.loops.collect import Collector, Episode
@@ -43,15 +44,7 @@ from muse_jax.loops.train_driver import NonFiniteLossError, TrainDriver, train_s
 from muse_jax.replay import Replay, pack_episodes, step_bytes, unpack_episodes
 from muse_jax.run_log import RunLogger, drop_metrics_after
 
-__all__ = ["CONFIG_KEYS_FREE_ON_RESUME", "NonFiniteLossError", "config_diff", "partial_state", "pretrain",
-           "recent_stats", "replay_megabytes", "rewind_to"]
-
-CONFIG_KEYS_FREE_ON_RESUME = (
-    "train.env_steps", "train.log_every", "train.save_every", "train.keep_checkpoints",
-    "optim.lr", "optim.warmup", "optim.agc",
-)
-"""Settings a resumed run may change (extend training; lower a learning rate after a NaN stop, as the
-NaN message advises); every other key must match the saved run."""
+__all__ = ["NonFiniteLossError", "partial_state", "pretrain", "recent_stats", "replay_megabytes", "rewind_to"]
 
 
 def replay_megabytes(cfg: Config) -> float:
@@ -60,18 +53,6 @@ def replay_megabytes(cfg: Config) -> float:
     image = (e.image_size, e.image_size, 3) if e.image else None
     latents = (cfg.model.deter, cfg.model.stoch) if cfg.replay.context else (0, 0)
     return cfg.replay.capacity * step_bytes(image, PROPRIO_DIM if e.proprio else None, ACT_DIM, *latents) / 2**20
-
-
-def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two Config.to_dict() trees."""
-    out = []
-    for k in sorted(set(saved) | set(current)):
-        a, b = saved.get(k), current.get(k)
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            out += config_diff(a, b, f"{prefix}{k}.")
-        elif a != b:
-            out.append(f"{prefix}{k}")
-    return out
 
 
 def partial_state(episodes: list[Episode | None]) -> dict[str, np.ndarray] | None:
@@ -140,7 +121,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     resuming = ckpt.latest_step() is not None
     if resuming:  # checked before building anything, so a wrong --logdir fails in a second
         meta = ckpt.read_meta()
-        diff = [k for k in config_diff(meta.get("config", {}), cfg.to_dict()) if k not in CONFIG_KEYS_FREE_ON_RESUME]
+        diff = resume_conflicts(meta.get("config", {}), cfg)
         if diff:
             ckpt.close()
             raise ConfigError(f"{logdir} holds a run with another config (differs in {diff[:5]}); "
@@ -148,7 +129,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     echo(f"replay needs {replay_megabytes(cfg):.1f} MB for {cfg.replay.capacity} steps")
     learner = A.create_learner(cfg, spec, seed)
     graphdef, state = learner.graphdef, learner.state
-    replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, seed, context=cfg.replay.context)
+    replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, parallel.process_seed(seed), context=cfg.replay.context)
     counters = {"env_steps": 0, "train_steps": 0, "episodes": 0}
     if resuming:
         state, replay_state, meta = ckpt.restore(state_template=state)
@@ -168,7 +149,8 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     make_venv = lambda s: make_vector_env(cfg.env.tasks, task_ids, cfg.env, s, round_robin=True)
     policy = memo_jit("policy", graphdef, None, lambda: A.make_policy_step(graphdef))
     carry = A.initial_carry(graphdef, state, cfg.env.num_envs)
-    collector = Collector(make_venv, policy, carry, list(cfg.env.tasks), seed + counters["env_steps"],
+    env_seed = parallel.process_seed(seed + counters["env_steps"])
+    collector = Collector(make_venv, policy, carry, list(cfg.env.tasks), env_seed,
                           task_names=dict(zip(task_ids, cfg.env.tasks, strict=True)))
     driver = TrainDriver(cfg, graphdef, state, counters["train_steps"], seed)
     drop_metrics_after(Path(logdir) / "metrics.jsonl", counters["env_steps"])  # rows logged after the checkpoint
@@ -194,7 +176,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
         while env_steps < total:
             mode = "random" if env_steps < cfg.train.prefill else act_mode
             n_faults = len(collector.faults)
-            for ep in collector.step(driver.state, mode):
+            for ep in collector.step(parallel.host_local(driver.state), mode):
                 replay.add_episode(ep.data, ep.success_T)
                 window.append(ep)
                 counters["episodes"] += 1

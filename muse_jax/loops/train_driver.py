@@ -20,10 +20,10 @@ import jax
 import jax.numpy as jnp
 
 from muse_jax import agent as A
+from muse_jax import parallel
 from muse_jax.config import Config
 from muse_jax.errors import NonFiniteLossError
 from muse_jax.loops.jit_cache import memo_jit
-from muse_jax.parallel import check_batch_size, make_mesh, shard_batch
 from muse_jax.replay import Replay
 
 __all__ = ["DeviceMetrics", "NonFiniteLossError", "TrainDriver", "check_finite", "train_steps_due"]
@@ -85,7 +85,7 @@ class DeviceMetrics:
         """Raise NonFiniteLossError if any metric was NaN/inf, naming it and the first step it was."""
         if self._acc is None:
             return
-        bad_step, bad_value = jax.device_get((self._acc["bad_step"], self._acc["bad_value"]))
+        bad_step, bad_value = jax.device_get(parallel.host_local((self._acc["bad_step"], self._acc["bad_value"])))
         self._raise_if_bad(bad_step, bad_value)
 
     @staticmethod
@@ -100,7 +100,7 @@ class DeviceMetrics:
         """Means since the last read (after checking them), then start a new window; {} if none."""
         if self._acc is None:
             return {}
-        acc = jax.device_get(self._acc)
+        acc = jax.device_get(parallel.host_local(self._acc))
         self._acc = None
         self._raise_if_bad(acc["bad_step"], acc["bad_value"])
         n = max(int(acc["count"]), 1)
@@ -112,20 +112,27 @@ class TrainDriver:
     every local device); metrics are kept in `metrics` (DeviceMetrics) until read."""
 
     def __init__(self, cfg: Config, graphdef: Any, state: Any, train_steps: int, seed: int) -> None:
-        self.cfg, self.state, self.train_steps = cfg, state, int(train_steps)
-        self.mesh = make_mesh()
-        check_batch_size(cfg.replay.batch_size, self.mesh)
-        self._shard = lambda b: shard_batch(b, self.mesh)
+        self.cfg, self.train_steps = cfg, int(train_steps)
+        self.mesh = parallel.make_mesh()
+        parallel.check_batch_size(cfg.replay.batch_size, self.mesh)
+        # several hosts: this host's copy becomes the global replicated state (one host: jit places it)
+        multi = parallel.is_multi_process()
+        self.state = parallel.shard_state(state, self.mesh, cfg.parallel.param_sharding) if multi else state
+        self.rows = parallel.local_batch_size(cfg.replay.batch_size, self.mesh)  # this process's rows of the batch
+        self._shard = lambda b: parallel.shard_batch(b, self.mesh)
         self._fn = memo_jit("train", graphdef, self.mesh, lambda: A.make_train_step(cfg, graphdef, self.mesh, state))
         self._key = jax.random.key(seed + 1)
+        self._compiled = False
         self.metrics = DeviceMetrics()
 
     def train(self, replay: Replay, due: int) -> int:
         """Gradient steps until `due` is reached; returns how many ran. Nothing is read back."""
         n = 0
         while self.train_steps < due and replay.can_sample():
-            batch = self._shard(replay.sample(self.cfg.replay.batch_size))
+            batch = self._shard(replay.sample(self.rows))
             key = jax.random.fold_in(self._key, self.train_steps)
+            if not self._compiled:  # several hosts: all start the first step together (parallel.meet)
+                self._fn, self._compiled = parallel.compile_then_meet(self._fn, self.state, batch, key), True
             self.state, metrics = self._fn(self.state, batch, key)
             self.metrics.add(metrics, self.train_steps)
             self.train_steps += 1

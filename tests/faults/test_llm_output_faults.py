@@ -123,8 +123,8 @@ def test_metagent_p_on_real_env_survives_only_garbage_llm_output(tmp_path) -> No
     from llm_side import registry
     from llm_side.backends.scripted import ScriptedLLM
     from llm_side.envs.minecraft import make_env
-    from muse_common.files import read_jsonl
     from llm_side.harness.runner import run_eval
+    from muse_common.files import read_jsonl
 
     llm = ScriptedLLM(GARBAGE)
     agent = registry.agent_factory(agent_name)("minecraft", llm, {})

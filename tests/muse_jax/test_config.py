@@ -95,3 +95,30 @@ def test_bad_override_blames_the_override_not_the_file():
     with pytest.raises(ConfigError, match=r"^--set override: config key 'model.deter'") as info:
         load_config("smoke", ["model.deter=big"])
     assert "smoke.yaml" not in str(info.value)
+
+
+def test_range_rules_live_with_their_fields():
+    """Each range is dataclass metadata beside its field; `validate` is one loop over them."""
+    from muse_jax.config.schema import ModelConfig
+
+    (deter,) = [f for f in dataclasses.fields(ModelConfig) if f.name == "deter"]
+    words = [rule.words for rule in deter.metadata["allowed"]]
+    assert words == ["an integer >= 1", "a multiple of model.blocks={blocks}"]
+    with pytest.raises(ConfigError, match=r"'model.blocks' = 0 is out of range; allowed: an integer >= 1"):
+        from_dict({"model": {"blocks": 0}})
+
+
+def test_multi_host_needs_replicated_parameters():
+    with pytest.raises(ConfigError, match=r"'parallel.param_sharding' = 'fsdp'.*parallel.distributed is true"):
+        from_dict({}, {"parallel.distributed": True, "parallel.param_sharding": "fsdp"})
+    assert from_dict({}, {"parallel.param_sharding": "fsdp"}).parallel.param_sharding == "fsdp"
+
+
+def test_named_configs_ship_inside_the_package_and_configs_wm_links_there():
+    from pathlib import Path
+
+    import muse_jax
+
+    assert CONFIG_DIR.is_relative_to(Path(muse_jax.__file__).parent)
+    repo_link = Path(__file__).resolve().parents[2] / "configs" / "wm"
+    assert repo_link.resolve() == CONFIG_DIR.resolve()

@@ -15,7 +15,8 @@ SCRIPT = REPO / "benchmarks" / "metaworld_learning.py"
 POINT_KEYS = {"task", "agent", "env_steps", "success_rate", "episodes", "prefill", "train_steps", "device", "size",
               "train_ratio"}
 SUMMARY_KEYS = {"task", "agent", "env_steps", "points", "final_success_rate", "final_episodes",
-                "published_dreamerv3_100k", "random_policy_success_rate", "device", "accelerator", "size", "train_ratio", "wall_s", "curve", "plot"}
+                "published_dreamerv3_100k", "random_policy_success_rate", "device", "accelerator", "size",
+                "train_ratio", "wall_s", "curve", "plot"}
 
 
 def _run(*flags: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -29,7 +30,8 @@ def test_tiny_learning_run_writes_curve_and_summary(tmp_path):
     out = tmp_path / "curve"
     proc = _run("--task", "coffee-button-v3", "--env-steps", "240", "--episode-steps", "40", "--num-envs", "2",
                 "--size", "nano", "--batch", "4", "--seq", "8", "--train-ratio", "8", "--prefill", "80",
-                "--log-every", "80", "--random-episodes", "2", "--set", "model.bins=31", "--set", "model.mlp_layers=1", "--out", str(out))
+                "--log-every", "80", "--random-episodes", "2", "--set", "model.bins=31", "--set", "model.mlp_layers=1",
+                "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = [json.loads(x) for x in proc.stdout.strip().splitlines()]
     summary, points = lines[-1], lines[:-1]

@@ -1,6 +1,7 @@
 """Multi-host for real: two processes on this machine (loopback only), each with 2 forced CPU devices,
-join one `jax.distributed` job (Gloo CPU collectives) and run the sharded train step over the 4-device
-global mesh. (Wiring `parallel.distributed` into `muse-wm pretrain` is still open: issue 13.)
+join one `jax.distributed` job (Gloo CPU collectives): the sharded train step over the 4-device global
+mesh equals the single-process step, and `muse-wm pretrain --set parallel.distributed=true` trains,
+checkpoints, exits cleanly and resumes on both processes.
 
 The device count and the distributed client are fixed when jax starts, so every process here is a
 fresh interpreter; the coordinator listens on 127.0.0.1 only.
@@ -67,11 +68,11 @@ def _env(devices: int, **extra: str) -> dict[str, str]:
     return env
 
 
-def _two_processes(argv: list[str], timeout: int) -> list[subprocess.CompletedProcess]:
+def _two_processes(argv: list[str], timeout: int, **extra: str) -> list[subprocess.CompletedProcess]:
     """Run `argv` as processes 0 and 1 of one job; both must finish."""
     address = f"127.0.0.1:{_free_port()}"
     procs = [subprocess.Popen(argv, env=_env(2, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2",
-                                             JAX_PROCESS_ID=str(i)),
+                                             JAX_PROCESS_ID=str(i), **extra),
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(2)]
     out = []
@@ -103,3 +104,62 @@ def test_two_process_train_step_equals_single_process_step():
         np.testing.assert_allclose(m["params"], ref["params"], rtol=1e-5)
         np.testing.assert_allclose(m["first"], ref["first"], rtol=1e-5, atol=1e-7)
     assert multi[0]["process"] == 0 and multi[1]["process"] == 1
+
+
+TINY_RUN = ("train.prefill=30", "train.log_every=40", "train.save_every=40", "train.train_ratio=16",
+            "replay.capacity=2000", "env.max_episode_steps=20", "parallel.distributed=true")
+
+
+def _pretrain_two_processes(logdir: Path, env_steps: int) -> list[list[dict]]:
+    """`muse-wm pretrain --config smoke` as a 2-process job; returns each process's metrics rows."""
+    sets = [a for kv in (*TINY_RUN, f"train.env_steps={env_steps}") for a in ("--set", kv)]
+    argv = [str(Path(sys.executable).parent / "muse-wm"), "pretrain", "--config", "smoke", *sets,
+            "--logdir", str(logdir)]
+    runs = _two_processes(argv, timeout=600, TQDM_DISABLE="1")
+    for i, r in enumerate(runs):
+        assert f"pretrain done: {{'env_steps': {env_steps}" in r.stdout, f"process {i}: {r.stdout[-2000:]}"
+        assert ("resuming" in r.stdout) == (env_steps > 80), f"process {i}: {r.stdout[-2000:]}"
+    folders = [logdir, logdir / "process-1"]  # parallel.process_logdir
+    return [[json.loads(line) for line in (f / "metrics.jsonl").read_text().splitlines()] for f in folders]
+
+
+@pytest.mark.slow
+def test_muse_wm_pretrain_on_two_processes_trains_exits_and_resumes(tmp_path: Path):
+    logdir = tmp_path / "run"
+    first = _pretrain_two_processes(logdir, 80)
+    for rows in first:
+        assert [r["env_steps"] for r in rows] == [40, 80] and rows[-1]["train_steps"] == 20
+    # one global train step: the losses agree on both hosts, while each host collects its own episodes
+    assert first[0][-1]["loss/total"] == first[1][-1]["loss/total"]
+    for folder in (logdir, logdir / "process-1"):
+        assert sorted(int(p.name) for p in (folder / "checkpoints").iterdir() if p.name.isdigit()) == [40, 80]
+    resumed = _pretrain_two_processes(logdir, 120)
+    for rows in resumed:
+        assert [r["env_steps"] for r in rows] == [40, 80, 120] and rows[-1]["train_steps"] == 30
+    assert resumed[0][-1]["loss/total"] == resumed[1][-1]["loss/total"]
+    # both hosts saved the same parameters, and process 0's folder reads as a one-host run (what adapt does)
+    import jax
+
+    from muse_jax.checkpoint import Checkpointer, load_agent
+
+    states = []
+    for folder in (logdir, logdir / "process-1"):
+        with Checkpointer(folder / "checkpoints", read_only=True) as ck:
+            states.append(jax.tree.leaves(ck.restore(with_replay=False)[0]))
+    assert len(states[0]) == len(states[1]) > 0
+    assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(*states, strict=True))
+    cfg, _, _ = load_agent(logdir)
+    assert cfg.parallel.distributed and cfg.train.env_steps == 120
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env", "words"), [({}, "Set JAX_COORDINATOR_ADDRESS"),
+                                            ({"JAX_PROCESS_ID": "abc"}, "JAX_PROCESS_ID='abc' must be an integer")])
+def test_distributed_without_a_job_is_one_line_before_any_work(tmp_path: Path, env: dict, words: str):
+    argv = [str(Path(sys.executable).parent / "muse-wm"), "pretrain", "--config", "smoke",
+            "--set", "parallel.distributed=true", "--logdir", str(tmp_path / "run")]
+    proc = subprocess.run(argv, env=_env(1, **env), cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("muse-wm: error: ") and words in line, line
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,377 @@
+"""The schema of a MUSE world-model run: frozen dataclasses, one docstring and one set of allowed values
+per field.
+
+Types (and `Literal` choices) are checked when a config is loaded (`muse_jax.config.load`); ranges that
+types cannot express are `Allowed` rules kept beside their field (`setting(default, Allowed(...), ...)`) and are
+checked by `validate`, one loop over every field, whenever a `Config` is built. A rule may name sibling
+fields of its section (`model.deter` a multiple of `model.blocks`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from muse_jax.envs.metaworld import MT10_TASKS, NOVEL_TASKS
+
+# DreamerV3 model size presets, same numbers as danijar/dreamerv3 configs.yaml, plus CPU test sizes.
+MODEL_SIZES: dict[str, dict[str, int]] = {
+    "nano": dict(deter=32, hidden=16, classes=4, stoch=4, blocks=4, depth=4, units=16),
+    "tiny": dict(deter=128, hidden=32, classes=8, stoch=8, blocks=4, depth=8, units=64),
+    "size1m": dict(deter=512, hidden=64, classes=4, depth=4, units=64),
+    "size12m": dict(deter=2048, hidden=256, classes=16, depth=16, units=256),
+    "size25m": dict(deter=3072, hidden=384, classes=24, depth=24, units=384),
+    "size50m": dict(deter=4096, hidden=512, classes=32, depth=32, units=512),
+    "size100m": dict(deter=6144, hidden=768, classes=48, depth=48, units=768),
+    "size200m": dict(deter=8192, hidden=1024, classes=64, depth=64, units=1024),
+    "size400m": dict(deter=12288, hidden=1536, classes=96, depth=96, units=1536),
+}
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with the offending key and the allowed values in the message."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Allowed:
+    """One range rule of a field: `ok(value, section)` is True when the value is allowed; `words` says what
+    is allowed after "allowed:" in the error and may name sibling fields as `{name}`."""
+
+    ok: Callable[[Any, Any], bool]
+    words: str
+
+
+def setting(default: Any, *rules: Allowed) -> Any:
+    """A dataclass field with its default and its range rules (see `validate`)."""
+    return dataclasses.field(default=default, metadata={"allowed": rules})
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def integer_at_least(low: int) -> Allowed:
+    return Allowed(lambda v, _: v >= low, f"an integer >= {low}")
+
+
+def number_at_least(low: float) -> Allowed:
+    return Allowed(lambda v, _: _finite(v) and v >= low, f"a finite number >= {low}")
+
+
+def number_above(low: float) -> Allowed:
+    return Allowed(lambda v, _: _finite(v) and v > low, f"a finite number > {low}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """World-model and head architecture (DreamerV3 naming)."""
+
+    size: str = "size1m"
+    """Preset from MODEL_SIZES that fills deter/hidden/classes/depth/units unless they are set."""
+    deter: int = setting(512, integer_at_least(1),
+                         Allowed(lambda v, m: m.blocks < 1 or v % m.blocks == 0,  # blocks < 1: its own rule says so
+                                 "a multiple of model.blocks={blocks}"))
+    """Width of the deterministic (block GRU) state h."""
+    hidden: int = setting(64, integer_at_least(1))
+    """Width of the RSSM's internal MLP layers."""
+    stoch: int = setting(32, integer_at_least(1))
+    """Number of categorical latents in z."""
+    classes: int = setting(4, integer_at_least(1))
+    """Classes per categorical latent."""
+    blocks: int = setting(8, integer_at_least(1))
+    """Blocks of the block-diagonal GRU; deter must be divisible by it."""
+    depth: int = setting(4, integer_at_least(1))
+    """Base channel count of the CNN encoder/decoder."""
+    units: int = setting(64, integer_at_least(1))
+    """Width of MLPs (encoder, decoder, heads, actor, critic)."""
+    mlp_layers: int = 3
+    """Hidden layers of the vector encoder/decoder, actor and critic."""
+    head_layers: int = 1
+    """Hidden layers of the reward, continue and competence heads."""
+    unimix: float = setting(0.01, Allowed(lambda v, _: 0.0 <= v < 1.0, "0 <= unimix < 1"))
+    """Uniform mixture for categorical latents and discrete actions (1%)."""
+    bins: int = setting(255, Allowed(lambda v, _: v >= 3 and v % 2 == 1, "an odd integer >= 3"))
+    """Bins of the symlog two-hot reward and value heads."""
+    competence_quantiles: int = setting(5, Allowed(lambda v, _: v >= 1, "N >= 1"))
+    """N, the number of time-to-success quantiles the self-awareness head predicts."""
+    image_channels: int = 3
+    """RGB channels; the task-id channel is appended on top of these."""
+    task_channel: bool = True
+    """Append the integer task id as an extra image channel (MUSE §3.2.1)."""
+    compute_dtype: Literal["float32", "bfloat16"] = "float32"
+    """Activation dtype; parameters stay float32."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+    """World-model loss weights: MUSE eq. 2-3, L_pred + 1.0 L_dyn + 0.1 L_rep, every prediction term at 1.
+
+    MUSE eq. 2 gives the dynamics KL weight 1.0 (DreamerV3's own code uses 0.5); the paper's value is the
+    default. The competence head's BCE is one more prediction term of L_pred (weight 1)."""
+
+    dyn: float = setting(1.0, number_at_least(0))
+    """Weight of the dynamics KL (prior towards stop-grad posterior); MUSE eq. 2."""
+    rep: float = setting(0.1, number_at_least(0))
+    """Weight of the representation KL (posterior towards stop-grad prior)."""
+    free_nats: float = setting(1.0, number_at_least(0))
+    """Free bits: KL terms below this many nats are clipped (no gradient)."""
+    image: float = setting(1.0, number_at_least(0))
+    """Image reconstruction (MSE) weight."""
+    proprio: float = setting(1.0, number_at_least(0))
+    """Proprioceptive reconstruction (symlog MSE) weight."""
+    reward: float = setting(1.0, number_at_least(0))
+    """Reward head (symlog two-hot cross-entropy) weight."""
+    cont: float = setting(1.0, number_at_least(0))
+    """Continue head (Bernoulli) weight."""
+    competence: float = setting(1.0, number_at_least(0))
+    """Self-awareness head (N binary cross-entropies) weight."""
+    policy: float = setting(1.0, number_at_least(0))
+    """Actor loss scale in the one folded loss (dreamerv3 `loss_scales.policy`)."""
+    value: float = setting(1.0, number_at_least(0))
+    """Critic loss scale on imagined returns (dreamerv3 `loss_scales.value`)."""
+    repval: float = setting(0.3, number_at_least(0))
+    """Critic loss scale on lambda-returns along the replayed sequence (dreamerv3 `loss_scales.repval`,
+    `repval_loss: True`, `repval_grad: True`: its gradient also reaches the world model)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+    """One LaProp optimiser over world model, actor and critic (danijar/dreamerv3 `agent.opt`, `_make_opt`).
+
+    Source: current danijar/dreamerv3 configs.yaml `opt: {lr: 4e-5, agc: 0.3, eps: 1e-20, beta1: 0.9,
+    beta2: 0.999, momentum: True, warmup: 1000}` with `separate_lrs: False`; the chain is built in
+    `agent.make_optimizer`. (The 2023 release used three Adams with 1e-4 / 3e-5 / 3e-5.)
+    """
+
+    lr: float = setting(4e-5, number_above(0))
+    """Learning rate after warm-up (dreamerv3 `opt.lr`)."""
+    agc: float = setting(0.3, Allowed(lambda v, _: _finite(v) and v >= 0, "a finite number >= 0 (0 = no clipping)"))
+    """Adaptive gradient clipping: each tensor's update norm <= agc * max(agc_pmin, its parameter norm)."""
+    agc_pmin: float = setting(1e-3, number_above(0))
+    """Parameter-norm floor of the adaptive clipping (dreamerv3 `clip_by_agc(pmin=1e-3)`)."""
+    eps: float = setting(1e-20, number_above(0))
+    """Epsilon added to the RMS (outside the square root, as dreamerv3 `scale_by_rms`)."""
+    beta1: float = setting(0.9, Allowed(lambda v, _: 0.0 <= v < 1.0, "0 <= beta < 1"))
+    """Momentum decay, applied after RMS normalisation (LaProp order)."""
+    beta2: float = setting(0.999, Allowed(lambda v, _: 0.0 <= v < 1.0, "0 <= beta < 1"))
+    """Decay of the squared-gradient average."""
+    warmup: int = setting(1000, integer_at_least(0))
+    """Optimiser steps of linear learning-rate warm-up from 0."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BehaviorConfig:
+    """DreamerV3 actor-critic learned in imagination (the baseline, and MUSE's base policy).
+
+    Every default is current danijar/dreamerv3 configs.yaml (`imag_length`, `horizon`, `imag_loss`,
+    `repl_loss`, `slowvalue`, `retnorm`, `policy`). Kept differences, with reasons:
+    - `contdisc: True` folds the discount into the continue head's target; here the continue head
+      predicts 1 - is_terminal (the MUSE loss names it so) and the discount multiplies it in
+      imagination, which gives the same returns and weights (up to one constant factor gamma).
+    - `valnorm`/`advnorm` are `none` in dreamerv3 and absent here (identity).
+    """
+
+    imag_horizon: int = setting(15, integer_at_least(1))
+    """Imagination horizon (dreamerv3 `imag_length: 15`)."""
+    lam: float = setting(0.95, Allowed(lambda v, _: 0.0 <= v <= 1.0, "0 <= lam <= 1"))
+    """Lambda of the lambda-returns, imagined and replayed (dreamerv3 `imag_loss.lam`, `repl_loss.lam`)."""
+    horizon: float = setting(333.0, number_at_least(1))
+    """Discount horizon; discount = 1 - 1/horizon (dreamerv3 `horizon: 333`)."""
+    actent: float = 3e-4
+    """Entropy regulariser scale (dreamerv3 `imag_loss.actent`)."""
+    slow_rate: float = 0.02
+    """EMA rate of the slow critic, updated every step (dreamerv3 `slowvalue: {rate: 0.02, every: 1}`)."""
+    slowreg: float = 1.0
+    """Weight of the critic's regulariser towards the slow critic (dreamerv3 `imag_loss.slowreg`)."""
+    retnorm_low: float = setting(5.0, Allowed(lambda v, b: 0 <= v < b.retnorm_high <= 100,
+                                              "0 <= retnorm_low < retnorm_high <= 100"))
+    """Lower percentile of return normalisation (dreamerv3 `retnorm.perclo`)."""
+    retnorm_high: float = 95.0
+    """Upper percentile of return normalisation (dreamerv3 `retnorm.perchi`)."""
+    retnorm_rate: float = 0.01
+    """EMA rate of the return percentiles, not debiased (dreamerv3 `retnorm: {rate: 0.01, debias: False}`)."""
+    retnorm_limit: float = 1.0
+    """Minimum scale of return normalisation (dreamerv3 `retnorm.limit`)."""
+    min_std: float = setting(0.1, Allowed(lambda v, b: 0 < v <= b.max_std, "0 < min_std <= max_std"))
+    """Minimum std of the continuous action distribution (dreamerv3 `policy.minstd`)."""
+    max_std: float = 1.0
+    """Maximum std of the continuous action distribution (dreamerv3 `policy.maxstd`)."""
+    policy_outscale: float = 0.01
+    """Scale of the actor's output-layer init (dreamerv3 `policy.outscale: 0.01`): near-uniform first policy."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RegulationConfig:
+    """Self-regulation (MUSE §3.1.2): how MUSE turns competence into actions."""
+
+    strategy: Literal["gradient", "rollouts", "mcts", "none"] = "gradient"
+    """(c) gradient ascent on the model state (Algorithm 1), (a) sampled rollouts, (b) MCTS, or off."""
+    horizon: int = setting(10, integer_at_least(1))
+    """H, the rollout horizon of Algorithm 1 (also used by rollouts and MCTS depth)."""
+    beta: float = setting(0.02, number_at_least(0))
+    """Step size of the gradient ascent on s = (h, z)."""
+    num_rollouts: int = setting(16, integer_at_least(1))
+    """(a) Number of sampled imagined rollouts."""
+    mcts_simulations: int = setting(32, integer_at_least(1))
+    """(b) Simulations per decision."""
+    mcts_branching: int = setting(4, integer_at_least(1))
+    """(b) Candidate actions sampled from the policy at each node."""
+    mcts_c: float = setting(1.0, number_at_least(0))
+    """(b) Unused since MCTS selects by the self-awareness criterion in place of UCB (§3.1.2); kept so old
+    configs load."""
+    carry_regulated_state: bool = True
+    """Algorithm 1 as written: the ascended s = (h, z) is the carry, so h_{t+1} = f(s, a_t) and regulation
+    builds up over the episode. False = the earlier reading: the ascended s only picks a_t and the next
+    step starts from the unregulated posterior (see regulation/gradient.py for why both exist)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """Meta-World environments."""
+
+    tasks: tuple[str, ...] = setting(MT10_TASKS, Allowed(lambda v, _: len(v) >= 1, "at least one Meta-World task"))
+    """Pre-training tasks (task ids 1..len(tasks) in the image channel)."""
+    novel_tasks: tuple[str, ...] = NOVEL_TASKS
+    """Adaptation tasks (task-id channel 0)."""
+    image: bool = setting(True, Allowed(lambda v, e: v or e.proprio, "true, or env.proprio true (at least one input)"))
+    """Render 64x64 RGB observations; False = proprio-only (cheap)."""
+    proprio: bool = True
+    """Include the 39-dim proprioceptive vector."""
+    image_size: int = setting(64, Allowed(lambda v, _: v >= 16 and v % 16 == 0, "a multiple of 16"))
+    """Rendered image side in pixels."""
+    max_episode_steps: int = setting(500, integer_at_least(1))
+    """Episode length L (also the time-to-success normaliser)."""
+    num_envs: int = setting(4, integer_at_least(1))
+    """Parallel environments."""
+    vector: Literal["async", "sync"] = "async"
+    """gymnasium vector env mode: async runs each env in its own process."""
+    render_backend: Literal["egl", "osmesa", "glfw"] = "egl"
+    """MUJOCO_GL backend; set before mujoco is imported."""
+    camera: str = "corner2"
+    """Camera name; corner cameras are flipped upright and corner2 is moved closer."""
+    action_repeat: int = setting(1, integer_at_least(1))
+    """Env steps per agent action."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    """Sequence replay."""
+
+    capacity: int = setting(1_000_000, Allowed(lambda v, r: v >= r.seq_len, "at least replay.seq_len={seq_len}"))
+    """Maximum stored env steps; the oldest episodes are evicted first."""
+    batch_size: int = setting(16, integer_at_least(1))
+    """B, sequences per train batch (global, split over devices)."""
+    seq_len: int = setting(64, integer_at_least(2))
+    """T, length of each sampled chunk."""
+    context: bool = True
+    """Start each chunk from the stored posterior latent of the step before it instead of zeros
+    (dreamerv3 `replay_context: 1`); needs episodes stored with `deter`/`stoch` (the collector does)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Pre-training schedule."""
+
+    env_steps: int = setting(2_000_000, integer_at_least(1))
+    """Total environment steps of pre-training."""
+    train_ratio: float = setting(512.0, number_above(0))
+    """Replayed steps per env step: grad steps = env_steps * train_ratio / (B * T)."""
+    prefill: int = setting(5000, integer_at_least(0))
+    """Random-policy env steps before training starts."""
+    log_every: int = setting(1000, integer_at_least(1))
+    """Env steps between metrics lines."""
+    save_every: int = setting(10000, integer_at_least(1))
+    """Env steps between checkpoints."""
+    keep_checkpoints: int = setting(2, integer_at_least(1))
+    """Checkpoints kept on disk."""
+    seed: int = 0
+    """Global seed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptConfig:
+    """Adaptation to novel tasks (MUSE §3.2.1)."""
+
+    episodes: int = setting(20, integer_at_least(1))
+    """Adaptation episodes per novel task."""
+    train_ratio: float = setting(512.0, number_above(0))
+    """Replayed steps per env step during adaptation."""
+    parallel_tasks: bool = True
+    """Adapt all novel tasks side by side (learner states stacked, policy and train steps vmapped over the
+    task axis, one env per task); False = one task after another. Either way each task adapts on its own,
+    episode after episode (MUSE §3.2.1)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ParallelConfig:
+    """Devices and hosts."""
+
+    param_sharding: Literal["replicated", "fsdp"] = setting(
+        "replicated", Allowed(lambda v, p: v == "replicated" or not p.distributed,
+                              "'replicated' when parallel.distributed is true (each host acts and checkpoints with "
+                              "a whole copy of the parameters)"))
+    """Replicate parameters on every device, or shard large ones over the data axis."""
+    distributed: bool = False
+    """`muse-wm pretrain` joins a multi-host `jax.distributed` job (`parallel.init_distributed`: coordinator from
+    JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID, or SLURM / Open MPI detected); each process
+    writes to its own run folder (`parallel.process_logdir`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """A whole MUSE world-model run."""
+
+    name: str = "default"
+    """Name of the configuration (for logs)."""
+    agent: Literal["muse", "dreamer"] = "muse"
+    """Agent kind: "muse" has the self-awareness (competence) head and loss; "dreamer" is the same model
+    without them (MUSE §3.2: "the self-awareness and self-regulation modules omitted")."""
+    model: ModelConfig = ModelConfig()
+    loss: LossConfig = LossConfig()
+    optim: OptimConfig = OptimConfig()
+    behavior: BehaviorConfig = BehaviorConfig()
+    regulation: RegulationConfig = RegulationConfig()
+    env: EnvConfig = EnvConfig()
+    replay: ReplayConfig = ReplayConfig()
+    train: TrainConfig = TrainConfig()
+    adapt: AdaptConfig = AdaptConfig()
+    parallel: ParallelConfig = ParallelConfig()
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(dataclasses.asdict(self))
+
+    def replace(self, overrides: Mapping[str, Any]) -> Config:
+        """A copy with dotted-key overrides applied and validated (`{"model.deter": 256}`)."""
+        from muse_jax.config.load import from_dict
+
+        return from_dict(self.to_dict(), overrides)
+
+
+def to_plain(x: Any) -> Any:
+    """Dataclass dicts -> plain YAML/JSON data (tuples become lists)."""
+    if isinstance(x, dict):
+        return {k: to_plain(v) for k, v in x.items()}
+    if isinstance(x, tuple | list):
+        return [to_plain(v) for v in x]
+    return x
+
+
+def validate(node: Any, prefix: str = "") -> None:
+    """Check every field's `Allowed` rules, sections included; ConfigError names the first key out of range."""
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if dataclasses.is_dataclass(value):
+            validate(value, f"{prefix}{f.name}.")
+            continue
+        for allowed in f.metadata.get("allowed", ()):
+            if not allowed.ok(value, node):
+                siblings = {g.name: getattr(node, g.name) for g in dataclasses.fields(node)}
+                raise ConfigError(f"config key '{prefix}{f.name}' = {value!r} is out of range; "
+                                  f"allowed: {allowed.words.format(**siblings)}.")
+
+
