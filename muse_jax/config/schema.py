@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from muse_jax.agent_kinds import AgentKind
 from muse_jax.envs.metaworld import MT10_TASKS, NOVEL_TASKS
 
 # DreamerV3 model size presets, same numbers as danijar/dreamerv3 configs.yaml, plus CPU test sizes.
@@ -325,7 +326,7 @@ class Config:
 
     name: str = "default"
     """Name of the configuration (for logs)."""
-    agent: Literal["muse", "dreamer"] = "muse"
+    agent: AgentKind = "muse"
     """Agent kind: "muse" has the self-awareness (competence) head and loss; "dreamer" is the same model
     without them (MUSE §3.2: "the self-awareness and self-regulation modules omitted")."""
     model: ModelConfig = ModelConfig()
