@@ -19,7 +19,6 @@ The last line printed is always one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -32,6 +31,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.report import emit_record  # noqa: E402
 from benchmarks.wm_throughput import load_average  # noqa: E402
 from muse_jax.config import ConfigError, load_config  # noqa: E402
 
@@ -126,12 +126,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "cpu_cores": os.cpu_count(), "backend": jax.default_backend(), "host": platform.node()}
     print(f"{n} envs x {args.steps} steps: raw {raw_sps:.0f} env steps/s, collector {coll_sps:.0f} env steps/s, "
           f"overhead {100 * record['overhead']:.1f}%", file=sys.stderr)
-    if args.out:
-        from muse_common.files import append_jsonl
-
-        append_jsonl(args.out, record)
-    print(json.dumps(record), flush=True)
-    return record
+    return emit_record(record, args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ decision call for all envs}, `decisions_per_s` {envs: envs / latency}, `compile_
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -30,6 +29,7 @@ import jax
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.report import emit_record  # noqa: E402
 from benchmarks.wm_throughput import build_config, load_average, synthetic_obs, time_calls  # noqa: E402
 from muse_jax.agent import ObsSpec, create_learner, initial_carry, make_policy_step  # noqa: E402
 from muse_jax.regulation import STRATEGIES  # noqa: E402
@@ -101,12 +101,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "loadavg_1m": load_before, "loadavg_1m_end": load_average(), "cpu_cores": os.cpu_count(),
               "backend": jax.default_backend(), "device": jax.devices()[0].device_kind, "jax": jax.__version__,
               "host": platform.node()}
-    if args.out:
-        from muse_common.files import append_jsonl
-
-        append_jsonl(args.out, record)
-    print(json.dumps(record), flush=True)
-    return record
+    return emit_record(record, args.out)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ The last line printed is always one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -33,6 +32,7 @@ from flax import nnx
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.report import emit_record  # noqa: E402
 from muse_jax.agent import ObsSpec, create_learner, initial_carry, make_policy_step, make_train_step  # noqa: E402
 from muse_jax.config import MODEL_SIZES, Config, from_dict, parse_overrides  # noqa: E402
 from muse_jax.host_allocator import keep_freed_memory  # noqa: E402
@@ -278,12 +278,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     bad = [k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)]
     if bad:
         print(f"warning: non-finite values for {bad}", file=sys.stderr)
-    if args.out:
-        from muse_common.files import append_jsonl
-
-        append_jsonl(args.out, record)
-    print(json.dumps(record), flush=True)
-    return record
+    return emit_record(record, args.out)
 
 
 if __name__ == "__main__":

@@ -127,6 +127,8 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, 
         "sa_auroc": pooled["sa_auroc"],
         "sa_quantile_accuracy": pooled["sa_quantile_accuracy"],
         "sa_threshold": _num(threshold_for(agent, scores, n_quantiles)) if scores.size else None,
+        "sa_predicted_success_share": (_num(float((scores > threshold_for(agent, scores, n_quantiles)).mean()))
+                                       if scores.size else None),
         "success_rate": _num(float(np.mean(rates))) if rates else None,
         "tasks_solved": sum(1 for t in per_task if (t["success_rate"] or 0) > 0),
         "mean_time_to_success": pooled["mean_time_to_success"],
@@ -171,6 +173,10 @@ def _cell(r: dict[str, Any], key: str, pct: bool) -> str:
         text += f" ({one}: one outcome class, so accuracy is only the share of steps predicted to {share})"
     elif one and key == "sa_auroc":
         text += f" ({one}: undefined with one outcome class)"
+    elif key == "sa_accuracy" and r.get("sa_predicted_success_share") in (0.0, 1.0):
+        side = "fail" if r["sa_predicted_success_share"] == 0.0 else "succeed"
+        text += (f" (every step predicted to {side} at threshold {_fmt(r.get('sa_threshold'))}: accuracy is only the "
+                 f"share of steps that did {'fail' if side == 'fail' else 'succeed'})")
     return text
 
 

@@ -112,3 +112,13 @@ def test_one_outcome_class_is_said_in_words():
     assert "| MUSE | AUROC | n/a (all 2 episodes failed: undefined with one outcome class) |" in md
     mixed = evaluate.summarize("muse", [ep("a", 0, True, [4.0, 5.0]), ep("a", 1, False, [0.0])], 5, 20)
     assert "one outcome class" not in evaluate.table_markdown([mixed])
+
+
+def test_a_constant_prediction_is_said_in_words():
+    # mixed outcomes, but every competence value is below MUSE's threshold N/2 = 2.5
+    res = evaluate.summarize("muse", [ep("a", 0, True, [0.2, 0.3], tts=1), ep("a", 1, False, [0.1, 0.0])], 5, 20)
+    assert res["sa_predicted_success_share"] == 0.0 and res["sa_accuracy"] == 0.5
+    md = evaluate.table_markdown([res])
+    assert "every step predicted to fail at threshold 2.50: accuracy is only the share of steps that did fail" in md
+    informative = evaluate.summarize("muse", [ep("a", 0, True, [4.0, 5.0], tts=1), ep("a", 1, False, [0.1])], 5, 20)
+    assert "every step predicted" not in evaluate.table_markdown([informative])

@@ -140,7 +140,8 @@ def test_muse_wm_pretrain_on_two_processes_trains_exits_and_resumes(tmp_path: Pa
     # both hosts saved the same parameters, and process 0's folder reads as a one-host run (what adapt does)
     import jax
 
-    from muse_jax.checkpoint import Checkpointer, load_agent
+    from muse_jax.checkpoint import Checkpointer
+    from muse_jax.loops.restore import load_agent
 
     states = []
     for folder in (logdir, logdir / "process-1"):
