@@ -14,7 +14,6 @@ The last line printed is always one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -28,6 +27,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.report import emit_record  # noqa: E402
 from muse_common.files import read_jsonl  # noqa: E402
 from muse_jax.config import load_config, parse_overrides  # noqa: E402
 from muse_jax.envs.metaworld import NOVEL_TASKS  # noqa: E402
@@ -85,8 +85,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "pretrain_s": None if pretrain_s is None else round(pretrain_s, 2), "checkpoint": checkpoint,
               "device": str(jax.devices()[0].device_kind), "platform": platform.platform(),
               "cpu_count": os.cpu_count()}
-    print(json.dumps(record))
-    return record
+    return emit_record(record, None)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ The last line printed is one JSON object: `batched_s`, `sequential_s` (medians o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -27,6 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.report import emit_record  # noqa: E402
 from llm_side.backends import TEST_MODEL, load_llm  # noqa: E402
 
 TRANSCRIPT_STEP = ("> go to countertop {i}\nOn the countertop {i}, you see a apple {i}, a bread {i}, "
@@ -86,8 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
               "repeats": args.repeats, "batched_s": round(b, 4), "sequential_s": round(s, 4),
               "speedup": round(s / b, 3) if b > 0 else None,
               "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
-    print(json.dumps(record), flush=True)
-    return record
+    return emit_record(record, None)
 
 
 if __name__ == "__main__":

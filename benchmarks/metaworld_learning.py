@@ -39,6 +39,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.report import emit_record  # noqa: E402
+
 PUBLISHED_DREAMERV3_100K = {"coffee-button-v3": 0.98, "drawer-close-v3": 0.88, "handle-press-v3": 0.90}
 """DreamerV3 (state inputs) success rate at 100k env steps, as quoted in issue 12."""
 
@@ -237,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                "curve": str(out / "curve.jsonl"), "plot": str(out / "curve.png") if points else None}
     if last is None:
         summary["note"] = "no episode finished after the prefill: the run is too short to show learning"
-    print(json.dumps(summary))
+    emit_record(summary, None)
     return 0
 
 
