@@ -120,15 +120,16 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, 
     pooled = _group_figures(agent, episodes, n_quantiles, max_steps)
     rates = [t["success_rate"] for t in per_task if t["success_rate"] is not None]
     scores, _ = step_predictions(episodes)
+    threshold = threshold_for(agent, scores, n_quantiles) if scores.size else None
     return {
         "agent": agent,
         "signal": SIGNAL_NAMES[agent],
         "sa_accuracy": pooled["sa_accuracy"],
         "sa_auroc": pooled["sa_auroc"],
         "sa_quantile_accuracy": pooled["sa_quantile_accuracy"],
-        "sa_threshold": _num(threshold_for(agent, scores, n_quantiles)) if scores.size else None,
-        "sa_predicted_success_share": (_num(float((scores > threshold_for(agent, scores, n_quantiles)).mean()))
-                                       if scores.size else None),
+        "sa_threshold": _num(threshold) if threshold is not None else None,
+        # share of steps `metrics.accuracy` counts as predicted successes (0 or 1: a constant prediction)
+        "sa_predicted_success_share": _num(float((scores > threshold).mean())) if threshold is not None else None,
         "success_rate": _num(float(np.mean(rates))) if rates else None,
         "tasks_solved": sum(1 for t in per_task if (t["success_rate"] or 0) > 0),
         "mean_time_to_success": pooled["mean_time_to_success"],
