@@ -3,7 +3,8 @@
 Precedence, last wins: dataclass defaults < model size preset (`model.size`) < YAML file < `--set
 key=value` overrides. Every key is checked: an unknown key, a wrong type or a value outside its choices
 raises `ConfigError` naming the key and what is allowed, before any work starts; ranges are the
-schema's (`muse_jax.config.schema.validate`).
+schema's (`Allowed` rules beside each field). The machinery is `muse_common.settings`, parametrised
+here by `Config`; this module adds what is particular to `muse-wm`: size presets, named configs, resume.
 
 The named configs (`smoke`, `quickstart`, `paper`) are package data in `muse_jax/config/named/`, so they
 resolve from a wheel install as from a checkout; the repository's `configs/wm` is a link to that folder.
@@ -11,18 +12,14 @@ resolve from a wheel install as from a checkout; the repository's `configs/wm` i
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-
-from muse_common.overrides import OverrideError, parse_key_values, yaml_problem
-from muse_jax.config.schema import MODEL_SIZES, Config, ConfigError, ModelConfig, to_plain
+from muse_common import settings
+from muse_common.overrides import OverrideError, parse_key_values
+from muse_common.settings import Settings, flatten_keys, to_plain
+from muse_jax.config.schema import MODEL_SIZES, Config, ConfigError, ModelConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent / "named"
 """The named configs shipped with the package (`configs/wm` in the repository links here)."""
@@ -40,92 +37,8 @@ def named_configs() -> list[str]:
     return sorted(f.stem for f in CONFIG_DIR.glob("*.yaml"))
 
 
-def _fields(cls: type) -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(cls)}
-
-
-def _unknown_key(key: str, valid: Sequence[str]) -> ConfigError:
-    close = difflib.get_close_matches(key.split(".")[-1], valid, n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
-    return ConfigError(f"unknown config key '{key}'.{hint} Valid keys here: {', '.join(sorted(valid))}.")
-
-
-def _coerce(key: str, value: Any, tp: Any) -> Any:
-    """Convert a YAML/CLI value to the annotated type, or raise naming the key and the expected type."""
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        choices = typing.get_args(tp)
-        if value not in choices:
-            raise ConfigError(f"config key '{key}' = {value!r} is not allowed; choose one of {list(choices)}.")
-        return value
-    if origin in (tuple, list):
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, list | tuple):
-            raise ConfigError(f"config key '{key}' must be a list, got {value!r}.")
-        (item_tp, *_rest) = typing.get_args(tp) or (Any,)
-        return tuple(_coerce(key, v, item_tp) for v in value)
-    if origin in (typing.Union, types.UnionType):
-        for option in typing.get_args(tp):
-            try:
-                return _coerce(key, value, option)
-            except ConfigError:
-                continue
-        raise ConfigError(f"config key '{key}' = {value!r} matches none of {typing.get_args(tp)}.")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise ConfigError(f"config key '{key}' must be true or false, got {value!r}.")
-    if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"config key '{key}' must be an integer, got {value!r}.")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                f = float(value)
-            except ValueError:
-                f = None
-            if f is not None and f.is_integer():
-                return int(f)
-        raise ConfigError(f"config key '{key}' must be an integer, got {value!r}.")
-    if tp is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"config key '{key}' must be a number, got {value!r}.")
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"config key '{key}' must be a number, got {value!r}.") from None
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"config key '{key}' must be a string, got {value!r}.")
-        return value
-    return value
-
-
-def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    fields = _fields(cls)
-    kwargs = {}
-    for key, value in data.items():
-        full = f"{prefix}{key}"
-        if key not in fields:
-            raise _unknown_key(full, list(fields))
-        tp = hints[key]
-        if dataclasses.is_dataclass(tp):
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"config key '{full}' is a section; give a mapping of {list(_fields(tp))}.")
-            kwargs[key] = _build(tp, value, f"{full}.")
-        else:
-            kwargs[key] = _coerce(full, value, tp)
-    try:
-        return cls(**kwargs)
-    except TypeError as e:  # pragma: no cover - defensive
-        raise ConfigError(str(e)) from e
+SETTINGS = Settings(Config, noun="config key", error=ConfigError)
+"""How a `Config` is read from nested data and dotted overrides (`muse_common.settings`)."""
 
 
 def _apply_size_preset(data: dict[str, Any], explicit: set[str]) -> None:
@@ -138,34 +51,6 @@ def _apply_size_preset(data: dict[str, Any], explicit: set[str]) -> None:
             model[k] = v
 
 
-def _flatten_keys(data: Mapping[str, Any], prefix: str = "") -> set[str]:
-    keys = set()
-    for k, v in data.items():
-        if isinstance(v, Mapping):
-            keys |= _flatten_keys(v, f"{prefix}{k}.")
-        else:
-            keys.add(f"{prefix}{k}")
-    return keys
-
-
-def _apply_dotted(data: dict[str, Any], overrides: Mapping[str, Any], explicit: set[str]) -> dict[str, Any]:
-    for dotted, value in overrides.items():
-        node = data
-        parts = dotted.split(".")
-        cls: type = Config
-        for i, part in enumerate(parts[:-1]):
-            fields = _fields(cls)
-            if part not in fields or not dataclasses.is_dataclass(typing.get_type_hints(cls)[part]):
-                raise _unknown_key(".".join(parts[: i + 1]), [f for f in fields])
-            cls = typing.get_type_hints(cls)[part]
-            node = node.setdefault(part, {})
-        if parts[-1] not in _fields(cls):
-            raise _unknown_key(dotted, list(_fields(cls)))
-        node[parts[-1]] = value
-        explicit.add(dotted)
-    return data
-
-
 def parse_overrides(pairs: Sequence[str], flag: str = "--set") -> dict[str, Any]:
     """Parse `--set key=value` strings; values are YAML (`3`, `1e-4`, `true`, `[a, b]`)."""
     try:
@@ -174,26 +59,15 @@ def parse_overrides(pairs: Sequence[str], flag: str = "--set") -> dict[str, Any]
         raise ConfigError(str(e)) from None
 
 
-def _check_sections(data: Mapping[str, Any]) -> None:
-    """Every section key (model, env, ...) must hold a mapping: `model: 5` names the section."""
-    hints = typing.get_type_hints(Config)
-    for key, value in data.items():
-        tp = hints.get(key)
-        if tp is not None and dataclasses.is_dataclass(tp) and not isinstance(value, Mapping):
-            raise ConfigError(f"config key '{key}' is a section, not a value: give a mapping such as "
-                              f"'{key}: {{{next(iter(_fields(tp)))}: ...}}' (keys: {', '.join(_fields(tp))}); "
-                              f"got {value!r}.")
-
-
 def from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> Config:
     """Build a validated Config from nested data plus dotted overrides."""
     data = to_plain(dict(data))
-    _check_sections(data)
-    explicit = _flatten_keys(data)
-    data = _apply_dotted(data, overrides or {}, explicit)
-    _check_sections(data)
+    SETTINGS.check_sections(data)
+    explicit = flatten_keys(data)
+    data = SETTINGS.apply_dotted(data, overrides or {}, explicit)
+    SETTINGS.check_sections(data)
     _apply_size_preset(data, explicit)
-    return _build(Config, data, "")
+    return SETTINGS.build(data)
 
 
 def resolve_config_path(name_or_path: str | Path) -> Path:
@@ -210,47 +84,14 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
     raise ConfigError(f"config '{name_or_path}' not found; give a YAML path or one of {names}.")
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, typing.Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key '{key}' is given twice (first on line {seen[key] + 1})", key_node.start_mark)
-            if isinstance(key, typing.Hashable):
-                seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
-
-
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """The top-level mapping of a YAML config file, or ConfigError naming the file and what is wrong
-    (unreadable, not UTF-8 text, a syntax error with its line and column, empty, not a mapping)."""
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise ConfigError(f"config {path} is a folder; give a YAML file.") from None
-    except OSError as e:
-        raise ConfigError(f"config {path} cannot be read ({e.strerror or e}).") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"config {path} is not a UTF-8 text file (byte {e.start} is 0x{raw[e.start]:02x}); "
-                          "give a YAML file.") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as e:
-        raise ConfigError(f"config {path} is not valid YAML: {yaml_problem(e)}.") from None
-    if data is None:
-        names = named_configs()
-        raise ConfigError(f"config {path} is empty; an empty file would start a default 2M-step run. "
-                          f"Give the settings, or start from one of {names}.")
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"config {path}: the top level must be a mapping of sections (model:, env:, ...), "
-                          f"got {type(data).__name__}.")
-    return dict(data)
+    (unreadable, not UTF-8 text, a syntax error with its line and column, a key given twice, empty, not a
+    mapping)."""
+    return settings.read_yaml_mapping(
+        path, error=ConfigError, what="config",
+        empty_hint=f"an empty file would start a default 2M-step run. Give the settings, or start from one of "
+                   f"{named_configs()}.")
 
 
 def load_config(name_or_path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | None = None) -> Config:

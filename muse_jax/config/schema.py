@@ -4,18 +4,28 @@ per field.
 Types (and `Literal` choices) are checked when a config is loaded (`muse_jax.config.load`); ranges that
 types cannot express are `Allowed` rules kept beside their field (`setting(default, Allowed(...), ...)`) and are
 checked by `validate`, one loop over every field, whenever a `Config` is built. A rule may name sibling
-fields of its section (`model.deter` a multiple of `model.blocks`).
+fields of its section (`model.deter` a multiple of `model.blocks`). The machinery (rules, coercion,
+errors) is `muse_common.settings`; this module holds only the dataclasses and the size presets.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
+from muse_common import settings
+from muse_common.settings import (  # noqa: F401 - the rule helpers fields are written with (re-exported)
+    Allowed,
+    integer_at_least,
+    number_above,
+    number_at_least,
+    setting,
+    to_plain,
+)
+from muse_common.settings import finite as _finite
 from muse_jax.agent_kinds import AgentKind
-from muse_jax.envs.metaworld import MT10_TASKS, NOVEL_TASKS
+from muse_jax.envs.metaworld_tasks import MT10_TASKS, NOVEL_TASKS
 
 # DreamerV3 model size presets, same numbers as danijar/dreamerv3 configs.yaml, plus CPU test sizes.
 MODEL_SIZES: dict[str, dict[str, int]] = {
@@ -31,45 +41,15 @@ MODEL_SIZES: dict[str, dict[str, int]] = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(settings.SettingsError):
     """A configuration problem, with the offending key and the allowed values in the message."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Allowed:
-    """One range rule of a field: `ok(value, section)` is True when the value is allowed; `words` says what
-    is allowed after "allowed:" in the error and may name sibling fields as `{name}`."""
-
-    ok: Callable[[Any, Any], bool]
-    words: str
-
-
-def setting(default: Any, *rules: Allowed) -> Any:
-    """A dataclass field with its default and its range rules (see `validate`)."""
-    return dataclasses.field(default=default, metadata={"allowed": rules})
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and math.isfinite(x)
-
-
-def integer_at_least(low: int) -> Allowed:
-    return Allowed(lambda v, _: v >= low, f"an integer >= {low}")
-
-
-def number_at_least(low: float) -> Allowed:
-    return Allowed(lambda v, _: _finite(v) and v >= low, f"a finite number >= {low}")
-
-
-def number_above(low: float) -> Allowed:
-    return Allowed(lambda v, _: _finite(v) and v > low, f"a finite number > {low}")
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """World-model and head architecture (DreamerV3 naming)."""
 
-    size: str = "size1m"
+    size: str = setting("size1m", Allowed(lambda v, _: v in MODEL_SIZES, f"a preset, one of {list(MODEL_SIZES)}"))
     """Preset from MODEL_SIZES that fills deter/hidden/classes/depth/units unless they are set."""
     deter: int = setting(512, integer_at_least(1),
                          Allowed(lambda v, m: m.blocks < 1 or v % m.blocks == 0,  # blocks < 1: its own rule says so
@@ -347,32 +327,12 @@ class Config:
         return to_plain(dataclasses.asdict(self))
 
     def replace(self, overrides: Mapping[str, Any]) -> Config:
-        """A copy with dotted-key overrides applied and validated (`{"model.deter": 256}`)."""
-        from muse_jax.config.load import from_dict
-
-        return from_dict(self.to_dict(), overrides)
-
-
-def to_plain(x: Any) -> Any:
-    """Dataclass dicts -> plain YAML/JSON data (tuples become lists)."""
-    if isinstance(x, dict):
-        return {k: to_plain(v) for k, v in x.items()}
-    if isinstance(x, tuple | list):
-        return [to_plain(v) for v in x]
-    return x
+        """A copy with dotted-key overrides applied and validated (`{"model.deter": 256}`); every key is
+        explicit here, so a new `model.size` is checked but fills nothing (as `load.from_dict` does)."""
+        reader = settings.Settings(Config, noun="config key", error=ConfigError)
+        return reader.build(reader.apply_dotted(self.to_dict(), overrides, set()))
 
 
 def validate(node: Any, prefix: str = "") -> None:
     """Check every field's `Allowed` rules, sections included; ConfigError names the first key out of range."""
-    for f in dataclasses.fields(node):
-        value = getattr(node, f.name)
-        if dataclasses.is_dataclass(value):
-            validate(value, f"{prefix}{f.name}.")
-            continue
-        for allowed in f.metadata.get("allowed", ()):
-            if not allowed.ok(value, node):
-                siblings = {g.name: getattr(node, g.name) for g in dataclasses.fields(node)}
-                raise ConfigError(f"config key '{prefix}{f.name}' = {value!r} is out of range; "
-                                  f"allowed: {allowed.words.format(**siblings)}.")
-
-
+    settings.validate(node, prefix, noun="config key", error=ConfigError)

@@ -29,33 +29,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-MT10_TASKS: tuple[str, ...] = (
-    "reach-v3",
-    "push-v3",
-    "pick-place-v3",
-    "door-open-v3",
-    "drawer-open-v3",
-    "drawer-close-v3",
-    "button-press-topdown-v3",
-    "peg-insert-side-v3",
-    "window-open-v3",
-    "window-close-v3",
-)
-"""Pre-deployment training set (MUSE §3.2.1, Meta-World MT10)."""
-
-NOVEL_TASKS: tuple[str, ...] = (
-    "button-press-topdown-wall-v3",
-    "soccer-v3",
-    "push-wall-v3",
-    "push-back-v3",  # the paper's "push-block"
-    "coffee-button-v3",
-    "plate-slide-v3",
-    "peg-unplug-side-v3",
-    "lever-pull-v3",
-    "handle-press-v3",
-    "door-unlock-v3",
-)
-"""Deployment (novel) set of MUSE Figure 4. Meta-World has no "push-block"; push-back is that task."""
+from muse_jax.envs.metaworld_tasks import MT10_TASKS, NOVEL_TASKS  # noqa: F401 - the task lists, named once
 
 PROPRIO_DIM = 39
 """Meta-World v3's observation vector (hand, gripper, two objects, previous frame, goal)."""
