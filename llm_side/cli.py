@@ -23,6 +23,7 @@ from typing import Any
 from llm_side import registry
 from llm_side.run_settings import add_task_flags, load_settings
 from muse_common.overrides import OverrideError, parse_key_values
+from muse_common.settings import SettingsError, build_options, describe
 
 RUN_KEYS = (
     "env",
@@ -70,42 +71,38 @@ def resolve(kind: str, name: str) -> Callable[..., Any]:
         ) from None
 
 
-def check_env_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """`--env-opt` values converted to their declared types (registry.ENV_OPTIONS), or a UsageError
-    naming the option, the expected type and the value given."""
-    spec = registry.ENV_OPTIONS.get(name, {})
-    out = dict(options)
-    for key, value in options.items():
-        if key not in spec:
+def check_options(kind: str, name: str, options: Any) -> Any:
+    """A registered env's or agent's `Options` built from `--env-opt`/`--agent-opt` values (and the settings
+    file's `env_opt`/`agent_opt`), or a UsageError naming the option and what it allows; a `module:factory`
+    plugin gets the mapping as given."""
+    table = registry.ENV_OPTIONS if kind == "env" else registry.AGENT_OPTIONS
+    if name not in table:
+        return options
+    try:
+        cls = registry.env_options(name) if kind == "env" else registry.agent_options(name)
+        return build_options(cls, options, name)
+    except ImportError as exc:
+        raise UsageError(f"{kind} '{name}' is registered but cannot be imported ({exc}); "
+                         f"install its extra, e.g. pip install -e .[{name}]") from None
+    except SettingsError as exc:
+        raise UsageError(f"--{kind}-opt: {exc}") from None
+
+
+def list_options(env_name: str | None, agent_name: str | None) -> str:
+    """`--list-options`: the fields of the named env's and agent's `Options`, with types, defaults, docs."""
+    if not env_name and not agent_name:
+        raise UsageError("--list-options needs --agent A and/or --env E")
+    out = []
+    for kind, name in (("env", env_name), ("agent", agent_name)):
+        if not name:
             continue
-        tp, low = spec[key]
-        out[key] = _typed_option(name, key, value, tp, low)
-    return out
-
-
-def _typed_option(env: str, key: str, value: Any, tp: type, low: float | None) -> Any:
-    where = f"--env-opt {key}={value}: {env} option '{key}'"
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        raise UsageError(f"{where} must be true or false")
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise UsageError(f"{where} must be an integer" + (f" >= {low:g}" if low is not None else ""))
-    elif tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-            raise UsageError(f"{where} must be a number" + (f" > {low:g}" if low is not None else ""))
-        value = float(value)
-        if low is not None and value <= low:
-            raise UsageError(f"{where} must be a number > {low:g}")
-        return value
-    elif tp is str:
-        return "" if value is None else str(value)
-    if low is not None and value < low:
-        raise UsageError(f"{where} must be an integer >= {low:g}")
-    return value
+        table = registry.ENV_OPTIONS if kind == "env" else registry.AGENT_OPTIONS
+        if name not in table:
+            raise UsageError(f"--list-options: {kind} '{name}' is not registered; options are listed for: "
+                             f"{', '.join(table)}")
+        cls = registry.env_options(name) if kind == "env" else registry.agent_options(name)
+        out.append(f"{kind} {name} (--{kind}-opt key=value): {describe(cls)}")
+    return "\n".join(out)
 
 
 def check_pair(env_name: str, agent_name: str) -> None:
@@ -119,10 +116,10 @@ def check_pair(env_name: str, agent_name: str) -> None:
 
 
 def make_env(name: str, options: dict[str, Any]) -> Any:
-    options = check_env_options(name, options)
+    opts = check_options("env", name, options)
     factory = resolve("env", name)
     try:
-        return factory(**options)
+        return factory(opts) if name in registry.ENV_OPTIONS else factory(**options)
     except TypeError as exc:
         raise UsageError(f"env '{name}' rejected --env-opt {options}: {exc}") from None
 
@@ -169,6 +166,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from llm_side.harness.runner import run_eval
     from muse_common.files import atomic_write_json
 
+    if args.list_options:
+        print(list_options(args.env, args.agent), end="")
+        return 0
+    if not args.out:
+        raise UsageError("run needs --out DIR (the run folder)")
     cfg = load_settings(args.config, RUN_KEYS)
     get = lambda key, default=None: getattr(args, key) if getattr(args, key) is not None else cfg.get(key, default)
     for key in INT_SETTINGS:
@@ -188,6 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     agent_opts = {**(cfg.get("agent_opt") or {}), **parse_options(args.agent_opt, "--agent-opt")}
     seed, episodes = int(get("seed", 0)), int(get("episodes", 1))
     model = get("model", DEFAULT_MODEL)
+    agent_options = check_options("agent", agent_name, agent_opts)  # refused before the env starts
     random.seed(seed)
     check_available(model)
     agent_factory = resolve("agent", agent_name)
@@ -195,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         task_ids = select_tasks(env, get("split"), get("tasks"), get("limit"))
         try:
-            agent = agent_factory(env_name, LazyLLM(model), agent_opts)
+            agent = agent_factory(env_name, LazyLLM(model), agent_options)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         out = Path(args.out)
@@ -268,7 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--episodes", type=int, help="episodes (trials) per task; default 1")
     run.add_argument("--env-opt", action="append", metavar="K=V", help="env option, repeatable")
     run.add_argument("--agent-opt", action="append", metavar="K=V", help="agent option, repeatable")
-    run.add_argument("--out", required=True, help="run folder (episodes.jsonl, summary.json)")
+    run.add_argument("--out", help="run folder (episodes.jsonl, summary.json); required")
+    run.add_argument("--list-options", action="store_true",
+                     help="print the --agent's and/or --env's options (types, defaults, docs) and exit")
     run.add_argument("--no-progress", action="store_true")
     run.set_defaults(func=cmd_run)
     tasks = sub.add_parser("tasks", help="list an env's task ids, one per line")

@@ -1,9 +1,11 @@
 """Names on the `muse-llm` command line -> factories, imported lazily so that `muse-llm tasks`
 never pays for torch and an env's heavy package is imported only when that env is used.
 
-An env factory is `make_env(**options) -> TextEnv`. An agent factory is
-`make_agent(env_name: str, llm: LLM, options: dict) -> Agent`; it raises ValueError naming the env
-when the pair makes no sense.
+An env factory is `make_env(opts) -> TextEnv` and an agent factory `make_agent(env_name: str, llm: LLM,
+opts) -> Agent`, where `opts` is the module's frozen `Options` dataclass (`AGENT_OPTIONS`, `ENV_OPTIONS`)
+or a mapping that `muse_common.settings.build_options` turns into one, refusing an unknown key (with the
+closest valid one) or a value of the wrong type. An agent factory raises ValueError naming the env when
+the pair makes no sense.
 """
 
 from __future__ import annotations
@@ -31,16 +33,20 @@ AGENTS: dict[str, str] = {
 }
 
 
-ENV_OPTIONS: dict[str, dict[str, tuple[type, float | None]]] = {
-    "alfworld": {"data": (str, None), "split": (str, None), "cache_games": (int, 0), "max_steps": (int, 1),
-                 "expert": (bool, None), "shots": (int, 0)},
-    "scienceworld": {"split": (str, None), "variations_per_task": (int, 1), "simplifications": (str, None),
-                     "step_timeout_s": (float, 0), "jar_path": (str, None)},
-    "minecraft": {"hazards": (bool, None), "max_steps": (int, 1)},
-    "plancraft": {"split": (str, None), "max_steps": (int, 1), "resolution": (str, None)},
+AGENT_OPTIONS: dict[str, str] = {
+    "react": "llm_side.agents.react:Options",
+    "reflexion": "llm_side.agents.reflexion:Options",
+    "muse": "llm_side.agents.muse:Options",
+    "refrea": "llm_side.agents.refrea:Options",
+    "cot": "llm_side.agents.baselines:CoTOptions",
+    "saycan": "llm_side.agents.baselines:SayCanOptions",
+    "metagent-p": "llm_side.agents.metagent_p:Options",
+    "deps": "llm_side.agents.metagent_p.deps:Options",
 }
-"""`--env-opt` types and smallest values, checked by the CLI before the env is built (an option not
-listed here is passed through and the env's factory judges it)."""
+"""Each agent's `Options` dataclass, beside its factory: the `--agent-opt` keys, types, rules and docs."""
+
+ENV_OPTIONS: dict[str, str] = {name: path.replace(":make_env", ":Options") for name, path in ENVS.items()}
+"""Each env's `Options` dataclass, beside its factory: the `--env-opt` keys, types, rules and docs."""
 
 AGENT_ENVS: dict[str, tuple[str, ...]] = {
     "metagent-p": ("minecraft", "plancraft"),
@@ -68,3 +74,13 @@ def env_factory(name: str) -> Callable[..., Any]:
 
 def agent_factory(name: str) -> Callable[..., Any]:
     return _load(AGENTS, "agent", name)
+
+
+def agent_options(name: str) -> type:
+    """The `Options` dataclass of a registered agent."""
+    return _load(AGENT_OPTIONS, "agent", name)
+
+
+def env_options(name: str) -> type:
+    """The `Options` dataclass of a registered env."""
+    return _load(ENV_OPTIONS, "env", name)

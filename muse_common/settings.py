@@ -152,11 +152,17 @@ class Settings:
             (item_tp, *_rest) = typing.get_args(tp) or (Any,)
             return tuple(self.coerce(key, v, item_tp) for v in value)
         if origin in (typing.Union, types.UnionType):
+            if value is None and type(None) in typing.get_args(tp):
+                return None
+            problems = []
             for option in typing.get_args(tp):
                 try:
                     return self.coerce(key, value, option)
-                except err:
-                    continue
+                except err as e:
+                    problems.append((option, e))
+            real = [e for option, e in problems if option is not type(None)]
+            if len(real) == 1:  # `T | None`: say what T wants
+                raise real[0]
             raise err(f"{noun} '{key}' = {value!r} matches none of {typing.get_args(tp)}.")
         if tp is type(None):
             if value is None or (isinstance(value, str) and value.lower() in ("", "none", "null")):
@@ -256,6 +262,14 @@ class Settings:
         return out
 
 
+def build_options(cls: type, data: Any, owner: str) -> Any:
+    """An agent's or env's `Options` (frozen dataclass `cls`) from a mapping of `key=value` options; an
+    instance of `cls` passes through. Errors name the option as "`owner` option 'key'"."""
+    if isinstance(data, cls):
+        return data
+    return Settings(cls, noun=f"{owner} option").build(dict(data or {}))
+
+
 def flatten_keys(data: Mapping[str, Any], prefix: str = "") -> set[str]:
     """Dotted names of the leaves of nested data."""
     keys = set()
@@ -271,15 +285,16 @@ def flatten_keys(data: Mapping[str, Any], prefix: str = "") -> set[str]:
 def field_docs(cls: type) -> dict[str, str]:
     """Each field's docstring (the string literal written under it in the class body), "" when none."""
     docs = {f.name: "" for f in dataclasses.fields(cls)}
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except (OSError, TypeError, SyntaxError):  # no source (frozen app): names and types still list
-        return docs
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    for stmt, nxt in zip(body, body[1:], strict=False):
-        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
-            docs[stmt.target.id] = " ".join(nxt.value.value.split())
+    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):  # a subclass's doc wins
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):  # no source (frozen app): names and types still list
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for stmt, nxt in zip(body, body[1:], strict=False):
+            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
+                    and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+                docs[stmt.target.id] = " ".join(nxt.value.value.split())
     return docs
 
 

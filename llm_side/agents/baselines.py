@@ -16,17 +16,18 @@ without any, the most frequent proposal is executed.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
 from llm_side.agents import prompting
 from llm_side.agents.base import LazyEmbedder, TranscriptAgent
-from llm_side.agents.refrea import parse_options
 from llm_side.harness.contracts import LLM, Decision, Embedder, Observation, TextEnv
+from muse_common.settings import build_options, integer_at_least, number_at_least, setting
 
 _ACTION_RE = re.compile(
     r"(?:^|\n)\s*(?:\*\*)?\s*(?:next\s+)?action\s*(?:\*\*)?\s*[:=]\s*(?:\*\*)?(?P<a>[^\n]*)", re.I)
@@ -170,19 +171,42 @@ class SayCanAgent(TranscriptAgent, LazyEmbedder):
         return Decision(action=action, info=info)
 
 
-_INT = lambda v, k: int(v)
-_FLOAT = lambda v, k: float(v)
-_COT_OPTIONS = {"max_tokens": _INT, "context_tokens": _INT, "temperature": _FLOAT}
-_SAYCAN_OPTIONS = {**_COT_OPTIONS, "n_candidates": _INT, "value": lambda v, k: str(v), "value_top_k": _INT,
-                   "embedder": lambda v, k: str(v)}
+@dataclasses.dataclass(frozen=True)
+class CoTOptions:
+    """CoT's options (Wei et al. 2022, as RefRea's Table 1 runs it)."""
+
+    max_tokens: int = setting(128, integer_at_least(1))
+    """Token limit of one reasoning-then-action reply."""
+    context_tokens: int = setting(3000, integer_at_least(1))
+    """Prompt budget in tokens; the oldest steps are dropped beyond it."""
+    temperature: float = setting(0.0, number_at_least(0))
+    """Sampling temperature (0 = greedy decoding)."""
 
 
-def make_cot(env_name: str, llm: LLM, options: dict[str, Any]) -> CoTAgent:
-    """Options: max_tokens (128), context_tokens, temperature."""
-    return CoTAgent(llm, **parse_options(dict(options or {}), _COT_OPTIONS, "cot"))
+@dataclasses.dataclass(frozen=True)
+class SayCanOptions:
+    """SayCan's options (Ahn et al. 2022, as RefRea's Table 1 sets it up; see the module docstring)."""
+
+    n_candidates: int = setting(5, integer_at_least(1))
+    """Proposals sampled from the LLM per step (its top-5)."""
+    value: Literal["heuristic", "llm"] = "heuristic"
+    """The value term: `heuristic` discounts actions already taken; `llm` rates the most relevant actions 0-9."""
+    value_top_k: int = setting(5, integer_at_least(1))
+    """With value=llm, how many of the most relevant actions the LLM rates."""
+    embedder: str | None = None
+    """Sentence embedder of the relevance term (name or folder); none = the packaged MiniLM."""
+    max_tokens: int = setting(32, integer_at_least(1))
+    """Token limit of one proposal."""
+    context_tokens: int = setting(3000, integer_at_least(1))
+    """Prompt budget in tokens; the oldest steps are dropped beyond it."""
+    temperature: float = setting(0.8, number_at_least(0))
+    """Sampling temperature of the proposals."""
 
 
-def make_saycan(env_name: str, llm: LLM, options: dict[str, Any]) -> SayCanAgent:
-    """Options: n_candidates (5), value=heuristic|llm, value_top_k (5), embedder, max_tokens, temperature."""
-    opts = parse_options(dict(options or {}), _SAYCAN_OPTIONS, "saycan")
-    return SayCanAgent(llm, embedder_name=opts.pop("embedder", None), **opts)
+def make_cot(env_name: str, llm: LLM, opts: CoTOptions | Mapping[str, Any] | None = None) -> CoTAgent:
+    return CoTAgent(llm, **dataclasses.asdict(build_options(CoTOptions, opts, "cot")))
+
+
+def make_saycan(env_name: str, llm: LLM, opts: SayCanOptions | Mapping[str, Any] | None = None) -> SayCanAgent:
+    kw = dataclasses.asdict(build_options(SayCanOptions, opts, "saycan"))
+    return SayCanAgent(llm, embedder_name=kw.pop("embedder"), **kw)

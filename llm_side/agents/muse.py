@@ -26,18 +26,20 @@ run refits to the same weights.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from llm_side.agents import prompting
+from llm_side.agents import prompting, reflexion
 from llm_side.agents import self_awareness as sa
-from llm_side.agents.react import _common_options
 from llm_side.agents.reflexion import ReflexionAgent
 from llm_side.harness.contracts import LLM, Decision, EpisodeOutcome, Observation, TextEnv
 from muse_common.files import read_jsonl
+from muse_common.settings import Allowed, build_options, integer_at_least, setting
 
 REPLAY_FILE = "replay.jsonl"
 CPU_ROLLOUT_TOKENS = 256
@@ -198,31 +200,45 @@ def load_replay(msa_dir: str | Path) -> list[sa.SAExample]:
     return [sa.SAExample(**r) for r in read_jsonl(Path(msa_dir) / REPLAY_FILE)]
 
 
-def make_agent(env_name: str, llm: LLM, options: dict[str, Any]) -> MuseAgent:
-    """Options: msa=DIR (trained M_sa; untrained if absent), embedder=NAME, n_rollouts,
-    rollout_tokens=auto|context|N, score_pairs=N, context_window=N, adapt_episodes,
-    reflection_model=SPEC (a separately fine-tuned M_rx)."""
+@dataclasses.dataclass(frozen=True)
+class Options(reflexion.Options):
+    """MUSE-LLM's options (paper 000 §4.1.3): Reflexion's, plus M_sa, the rollouts and adaptation."""
+
+    msa: str | None = None
+    """Folder of a trained M_sa (`muse-llm alfworld-pipeline --stage train-sa`); none = an untrained MLP,
+    whose scores carry no information (a warning says so)."""
+    embedder: str | None = None
+    """Sentence embedder of M_sa (name or folder); none = MUSE_LLM_EMBEDDER, else the packaged MiniLM."""
+    n_rollouts: int = setting(5, integer_at_least(1))
+    """Look-ahead rollouts sampled per step in one batched call."""
+    rollout_tokens: Literal["auto", "context"] | int = setting(
+        "auto", Allowed(lambda v, _: not isinstance(v, int) or v >= 1, "auto, context or an integer >= 1"))
+    """Rollout horizon: `context` (up to the context window, the paper's rule), `auto` (context, except a
+    short budget on an in-process CPU backend) or a token count (see the module docstring)."""
+    score_pairs: int | None = setting(None, integer_at_least(1))
+    """Action-observation pairs of a rollout M_sa reads; none = all (4 = the chunk size M_sa is trained on)."""
+    context_window: int | None = setting(None, integer_at_least(1))
+    """Context window for `rollout_tokens=context` when the backend does not report one."""
+    adapt_episodes: int = setting(0, integer_at_least(0))
+    """k of Algorithm 3: refit M_sa after a task's first k episodes (0 = no deployment adaptation)."""
+    reflection_model: str | None = None
+    """Model spec of a separately fine-tuned reflection model M_rx; none = the acting LLM reflects."""
+
+
+def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None = None) -> MuseAgent:
     from llm_side.backends import load_embedder, load_llm
 
-    embedder = load_embedder(options.get("embedder"))
-    msa_dir = options.get("msa")
+    opts = build_options(Options, opts, "muse")
+    embedder = load_embedder(opts.embedder)
+    msa_dir = opts.msa
     if msa_dir:
         msa = sa.SelfAwarenessModel.load(msa_dir, embedder)
         replay = load_replay(msa_dir)
     else:
         msa, replay = sa.SelfAwarenessModel(embedder), []
-    kw = _common_options(options)
-    for key in ("n_rollouts", "adapt_episodes", "max_reflections", "score_pairs", "context_window"):
-        if key in options:
-            try:
-                kw[key] = int(options[key])
-            except (TypeError, ValueError):
-                raise ValueError(f"muse option {key}={options[key]!r} is not an integer.") from None
-    if "rollout_tokens" in options:
-        value = str(options["rollout_tokens"]).strip()
-        kw["rollout_tokens"] = int(value) if value.lstrip("-").isdigit() else value
-    if options.get("reflection_model"):
-        kw["reflection_llm"] = load_llm(str(options["reflection_model"]))
+    kw = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("msa", "embedder", "reflection_model")}
+    if opts.reflection_model:
+        kw["reflection_llm"] = load_llm(opts.reflection_model)
     agent = MuseAgent(llm, msa, replay=replay, **kw)
     agent.msa_source = str(msa_dir) if msa_dir else None
     if not msa_dir:

@@ -10,11 +10,14 @@ length is accepted.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from llm_side.agents import prompting
 from llm_side.agents.base import TranscriptAgent
 from llm_side.harness.contracts import LLM, Decision
+from muse_common.settings import build_options, integer_at_least, number_at_least, setting
 
 
 class ReActAgent(TranscriptAgent):
@@ -47,17 +50,18 @@ class ReActAgent(TranscriptAgent):
         return Decision(action=parsed.action, competence=competence, info=info)
 
 
-def make_agent(env_name: str, llm: LLM, options: dict[str, Any]) -> ReActAgent:
-    return ReActAgent(llm, **_common_options(options))
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """ReAct's options (`--agent-opt key=value`); Reflexion and MUSE-LLM extend them."""
+
+    max_tokens: int = setting(prompting.THOUGHT_TOKENS, integer_at_least(1))
+    """Token limit of one transcript line, sized to the few-shot examples' longest thought."""
+    context_tokens: int = setting(6000, integer_at_least(1))
+    """Prompt budget in tokens; the oldest steps of the episode are dropped beyond it."""
+    temperature: float = setting(0.0, number_at_least(0))
+    """Sampling temperature of the action line (0 = greedy decoding)."""
 
 
-def _common_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Parse the `--agent-opt` options every ReAct-style agent shares."""
-    out: dict[str, Any] = {}
-    for key, cast in (("max_tokens", int), ("context_tokens", int), ("temperature", float)):
-        if key in options:
-            try:
-                out[key] = cast(options[key])
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"agent option {key}={options[key]!r} is not a {cast.__name__}.") from e
-    return out
+def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None = None) -> ReActAgent:
+    opts = build_options(Options, opts, "react")
+    return ReActAgent(llm, **dataclasses.asdict(opts))

@@ -8,11 +8,14 @@ writes a short plan from the trajectory, the outcome and the earlier reflections
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
-from llm_side.agents import prompting
-from llm_side.agents.react import ReActAgent, _common_options
+from llm_side.agents import prompting, react
+from llm_side.agents.react import ReActAgent
 from llm_side.harness.contracts import LLM, EpisodeOutcome, Observation, TextEnv
+from muse_common.settings import build_options, integer_at_least, setting
 
 REFLECT_FAIL = (
     "You will be given the history of a past experience in which you were placed in an environment and "
@@ -137,10 +140,17 @@ class ReflexionAgent(ReActAgent):
         self._reflections = [dict(r) for r in refl]
 
 
-def make_agent(env_name: str, llm: LLM, options: dict[str, Any]) -> ReflexionAgent:
-    kw = _common_options(options)
-    if "max_reflections" in options:
-        kw["max_reflections"] = int(options["max_reflections"])
-    if "reflect_on_success" in options:
-        kw["reflect_on_success"] = str(options["reflect_on_success"]).lower() in ("1", "true", "yes")
-    return ReflexionAgent(llm, **kw)
+@dataclasses.dataclass(frozen=True)
+class Options(react.Options):
+    """Reflexion's options: ReAct's, plus the reflection memory (MUSE §4.1.2)."""
+
+    max_reflections: int = setting(3, integer_at_least(1))
+    """Reflections kept per task; more are consolidated by M_rx into one summary."""
+    reflect_on_success: bool = True
+    """Reflect after successful episodes too, as MUSE §4.1.2 extends Reflexion (false = failures only,
+    as the original Reflexion)."""
+
+
+def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None = None) -> ReflexionAgent:
+    opts = build_options(Options, opts, "reflexion")
+    return ReflexionAgent(llm, **dataclasses.asdict(opts))

@@ -20,7 +20,7 @@ and at most 3 samples are drawn before the last one is forced, as the paper desc
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ import numpy as np
 from llm_side.agents import prompting
 from llm_side.agents.base import LazyEmbedder, TranscriptAgent
 from llm_side.harness.contracts import LLM, Decision, Embedder, EpisodeOutcome, Observation, StepResult, TextEnv
+from muse_common.settings import Allowed, build_options, integer_at_least, number_at_least, setting
 
 DEFAULT_TAU = 0.8
 DEFAULT_MAX_SAMPLES = 5
@@ -275,47 +276,38 @@ class RefReaAgent(TranscriptAgent, LazyEmbedder):
 
 
 # ---- factory -------------------------------------------------------------------------------------------
-def as_bool(value: Any, key: str) -> bool:
-    """`--agent-opt` booleans: true/false/1/0/yes/no (YAML-parsed or raw strings)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"agent option {key}={value!r} is not a boolean; use true or false.")
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """RefRea's options (paper 003, Algorithm 1 and the Table 5 ablations)."""
+
+    tau: float = setting(DEFAULT_TAU, Allowed(lambda v, _: 0.0 <= v <= 1.0, "0 <= tau <= 1"))
+    """Similarity threshold: reasoning and reference proposals with cosine below it are resampled."""
+    max_samples: int = setting(DEFAULT_MAX_SAMPLES, integer_at_least(1))
+    """Reasoning-model samples per step, the last one forced."""
+    meta_interval: int = setting(5, integer_at_least(1))
+    """Δt: steps between meta-cognition insights."""
+    no_reference: bool = False
+    """Table 5 ablation: no reference model and no similarity check."""
+    no_metacognition: bool = False
+    """Table 5 ablation: the reasoning model sees no memory."""
+    reference_model: str | None = None
+    """Model spec of the reference model (another backend, via load_llm); none = the acting LLM."""
+    embedder: str | None = None
+    """Sentence embedder of the similarity check (name or folder); none = the packaged MiniLM."""
+    max_tokens: int = setting(prompting.THOUGHT_TOKENS, integer_at_least(1))
+    """Token limit of one reasoning line."""
+    meta_tokens: int = setting(48, integer_at_least(1))
+    """Token limit of one meta-cognition insight."""
+    context_tokens: int = setting(3000, integer_at_least(1))
+    """Prompt budget in tokens; the oldest steps are dropped beyond it."""
+    temperature: float = setting(0.0, number_at_least(0))
+    """Temperature of the first sample of a step."""
+    resample_temperature: float = setting(0.7, number_at_least(0))
+    """Temperature of the resamples after a rejected proposal."""
 
 
-_OPTIONS: dict[str, Callable[[Any, str], Any]] = {
-    "tau": lambda v, k: float(v), "max_samples": lambda v, k: int(v), "meta_interval": lambda v, k: int(v),
-    "no_reference": as_bool, "no_metacognition": as_bool, "max_tokens": lambda v, k: int(v),
-    "meta_tokens": lambda v, k: int(v), "context_tokens": lambda v, k: int(v),
-    "temperature": lambda v, k: float(v), "resample_temperature": lambda v, k: float(v),
-    "embedder": lambda v, k: str(v), "reference_model": lambda v, k: str(v),
-}
-
-
-def parse_options(options: dict[str, Any], known: dict[str, Callable[[Any, str], Any]], agent: str) -> dict[str, Any]:
-    """Cast `--agent-opt` values; unknown keys or bad values raise ValueError naming the fix."""
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise ValueError(f"agent '{agent}' has no option(s) {unknown}; known: {', '.join(sorted(known))}.")
-    out = {}
-    for key, value in options.items():
-        try:
-            out[key] = known[key](value, key)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"agent '{agent}' option {key}={value!r}: {e}") from None
-    return out
-
-
-def make_agent(env_name: str, llm: LLM, options: dict[str, Any]) -> RefReaAgent:
-    """Options: tau (0.8), max_samples (5), meta_interval (Δt, 5), no_reference, no_metacognition,
-    reference_model=SPEC (another backend, via load_llm; default: the same LLM), embedder=NAME_OR_DIR
-    (default: the packaged MiniLM), max_tokens, meta_tokens, context_tokens, temperature,
-    resample_temperature."""
-    opts = parse_options(dict(options or {}), _OPTIONS, "refrea")
+def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None = None) -> RefReaAgent:
+    opts = dataclasses.asdict(build_options(Options, opts, "refrea"))
     reference = opts.pop("reference_model", None)
     embedder_name = opts.pop("embedder", None)
     reference_llm = None

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import io
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from llm_side.envs import alfworld_data as awd
 from llm_side.harness.contracts import EnvCrashed, Observation, StepResult
+from muse_common.settings import Allowed, build_options, integer_at_least, setting
 
 THINK_REPLY = "OK."
 NOTHING = "Nothing happens."
@@ -192,21 +195,27 @@ def _close(env: Any) -> None:
         env.close()
 
 
-def make_env(**options: Any) -> AlfworldEnv:
-    """Options (from `--env-opt`): data=DIR (else $ALFWORLD_DATA, else the offline archive), split=NAME,
-    cache_games=N, max_steps=N, expert=true (enables `expert_action()`), shots=0|1|2 (few-shot examples
-    in the prompts; 2 as in ReAct, fewer for small context windows or slow CPUs)."""
-    known = {"data", "split", "cache_games", "max_steps", "expert", "shots"}
-    unknown = set(options) - known
-    if unknown:
-        raise ValueError(f"unknown alfworld option(s) {sorted(unknown)}; known: {sorted(known)}.")
-    kw: dict[str, Any] = {k: options[k] for k in ("data", "split") if k in options}
-    for k in ("cache_games", "max_steps", "shots"):
-        if k in options:
-            kw[k] = int(options[k])
-    if "expert" in options:
-        kw["expert"] = str(options["expert"]).lower() in ("1", "true", "yes")
-    return AlfworldEnv(**kw)
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """ALFWorld's options (`--env-opt key=value`)."""
+
+    data: str | None = None
+    """ALFWorld data folder; none = $ALFWORLD_DATA, else the offline archive."""
+    split: str | None = None
+    """Default split of `task_ids` (a ReAct name such as eval_out_of_distribution, or the folder name)."""
+    cache_games: int = setting(4, integer_at_least(0))
+    """Parsed games kept in memory."""
+    max_steps: int = setting(50, integer_at_least(1))
+    """Actions per episode (ReAct's limit)."""
+    expert: bool = False
+    """Build the handcoded expert, which enables `expert_action()` (for M_sa training data)."""
+    shots: int = setting(2, Allowed(lambda v, _: v in (0, 1, 2), "0, 1 or 2"))
+    """Few-shot examples per prompt: 2 as in ReAct, fewer for small context windows or slow CPUs."""
+
+
+def make_env(opts: Options | Mapping[str, Any] | None = None, **options: Any) -> AlfworldEnv:
+    """The env from an `Options` or from keyword options (`make_env(split=..., shots=0)`)."""
+    return AlfworldEnv(**dataclasses.asdict(build_options(Options, opts or options, "alfworld")))
 
 
 def report_tables(records: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -10,10 +10,13 @@ size the package renders internally; low is fastest).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from llm_side.harness.contracts import Observation, StepResult
+from muse_common.settings import build_options, integer_at_least, setting
 
 SPLITS = ("train", "val", "test", "val.small", "val.small.easy", "test.small")
 INSTRUCTIONS = (
@@ -123,10 +126,18 @@ class PlancraftEnv:
         self.wrapper = None
 
 
-def make_env(**options: Any) -> PlancraftEnv:
-    known = {"split", "max_steps", "resolution"}
-    bad = set(options) - known
-    if bad:
-        raise ValueError(f"unknown plancraft env option(s) {sorted(bad)}; known: {sorted(known)}")
-    return PlancraftEnv(split=str(options.get("split", "val.small")), max_steps=int(options.get("max_steps", 30)),
-                        resolution=str(options.get("resolution", "low")))
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Plancraft's options (`--env-opt key=value`)."""
+
+    split: str = "val.small"
+    """Default split of `task_ids`: one of SPLITS."""
+    max_steps: int = setting(30, integer_at_least(1))
+    """Actions per episode."""
+    resolution: Literal["low", "medium", "high"] = "low"
+    """Resolution of the crafting-table description."""
+
+
+def make_env(opts: Options | Mapping[str, Any] | None = None, **options: Any) -> PlancraftEnv:
+    """The env from an `Options` or from keyword options (`make_env(split="val")`)."""
+    return PlancraftEnv(**dataclasses.asdict(build_options(Options, opts or options, "plancraft")))

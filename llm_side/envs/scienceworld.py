@@ -15,14 +15,16 @@ raw value in `info['raw_score']`, the convention of the paper's Table 1.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import statistics
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from llm_side.envs import scienceworld_tasks as tasks
 from llm_side.harness.contracts import EnvCrashed, Observation, StepResult
+from muse_common.settings import build_options, integer_at_least, number_above, setting
 
 DEFAULT_MAX_STEPS = 100
 THINK_PREFIX = "think:"
@@ -256,19 +258,25 @@ class ScienceWorldTextEnv:
         return tasks.react_examples(tt)
 
 
-def make_env(**options: Any) -> ScienceWorldTextEnv:
-    """Factory for the registry. Options (from --env-opt): split=test|dev|train, variations_per_task=3,
-    simplifications='' (e.g. 'easy'), step_timeout_s=30, jar_path."""
-    known = {"split", "variations_per_task", "simplifications", "step_timeout_s", "jar_path"}
-    unknown = set(options) - known
-    if unknown:
-        raise ValueError(f"unknown scienceworld option(s) {sorted(unknown)}; known: {sorted(known)}.")
-    kw: dict[str, Any] = dict(options)
-    if "variations_per_task" in kw:
-        kw["variations_per_task"] = int(kw["variations_per_task"])
-    if "step_timeout_s" in kw:
-        kw["step_timeout_s"] = float(kw["step_timeout_s"])
-    return ScienceWorldTextEnv(**kw)
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """ScienceWorld's options (`--env-opt key=value`)."""
+
+    split: str = "test"
+    """Variation split the task ids come from: test, dev or train."""
+    variations_per_task: int = setting(3, integer_at_least(1))
+    """Variations of each task type that `task_ids` lists."""
+    simplifications: str = ""
+    """ScienceWorld simplifications preset or comma list (e.g. `easy`); empty = none."""
+    step_timeout_s: float = setting(30.0, number_above(0))
+    """Seconds one env step may take before the episode is abandoned as an env crash."""
+    jar_path: str | None = None
+    """ScienceWorld server jar; none = the one the scienceworld package ships."""
+
+
+def make_env(opts: Options | Mapping[str, Any] | None = None, **options: Any) -> ScienceWorldTextEnv:
+    """The env from an `Options` or from keyword options (`make_env(split="dev")`)."""
+    return ScienceWorldTextEnv(**dataclasses.asdict(build_options(Options, opts or options, "scienceworld")))
 
 
 # ---- Table 1 -------------------------------------------------------------------------------------

@@ -224,11 +224,11 @@ def test_llm_env_options_are_typed(opt: str, words: list[str]) -> None:
 
 
 def test_env_option_values_are_converted() -> None:
-    from llm_side.cli import check_env_options
+    from llm_side.cli import check_options
 
-    assert check_env_options("minecraft", {"hazards": "no" == "no", "max_steps": 5}) == {"hazards": True,
-                                                                                         "max_steps": 5}
-    assert check_env_options("scienceworld", {"step_timeout_s": 3}) == {"step_timeout_s": 3.0}
+    opts = check_options("env", "minecraft", {"hazards": False, "max_steps": 5})
+    assert (opts.hazards, opts.max_steps) == (False, 5)
+    assert check_options("env", "scienceworld", {"step_timeout_s": 3}).step_timeout_s == 3.0
 
 
 @pytest.mark.slow

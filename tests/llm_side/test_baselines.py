@@ -139,7 +139,7 @@ def test_saycan_without_valid_actions_uses_most_common_proposal():
 def test_factories_check_options():
     with pytest.raises(ValueError, match="saycan"):
         baselines.make_saycan("scienceworld", ScriptedLLM(["x"]), {"value": "oracle"})
-    with pytest.raises(ValueError, match="no option"):
+    with pytest.raises(ValueError, match="unknown cot option 'beam'"):
         baselines.make_cot("scienceworld", ScriptedLLM(["x"]), {"beam": 3})
     assert baselines.make_saycan("alfworld", ScriptedLLM(["x"]), {"n_candidates": "3"}).n_candidates == 3
 

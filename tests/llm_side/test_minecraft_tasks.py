@@ -60,7 +60,7 @@ def test_env_contract_reset_step_and_success():
     r = env.step("craft planks")
     assert r.done and r.won and r.reward == 1.0
     r = make_env(hazards="false").reset("mine_dirt")
-    with pytest.raises(ValueError, match="unknown minecraft env option"):
+    with pytest.raises(ValueError, match="unknown minecraft option"):
         make_env(colour="blue")
 
 

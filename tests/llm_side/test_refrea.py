@@ -199,9 +199,9 @@ def test_malformed_output_is_an_invalid_action_not_a_crash():
 
 
 def test_make_agent_rejects_bad_options():
-    with pytest.raises(ValueError, match="no option"):
+    with pytest.raises(ValueError, match="unknown refrea option 'tua'. Did you mean 'tau'"):
         refrea.make_agent("scienceworld", ScriptedLLM(["x"]), {"tua": 0.5})
-    with pytest.raises(ValueError, match="boolean"):
+    with pytest.raises(ValueError, match="true or false"):
         refrea.make_agent("scienceworld", ScriptedLLM(["x"]), {"no_reference": "maybe"})
     with pytest.raises(ValueError, match="tau"):
         refrea.make_agent("scienceworld", ScriptedLLM(["x"]), {"tau": 1.5})

@@ -6,18 +6,31 @@ planner in the same words as Metagent-P's (`agent.advice`), naming no agent comp
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
-from llm_side.agents.metagent_p import ENVS, build_config
+from llm_side.agents.metagent_p import ENVS, KnobOptions, config_from
 from llm_side.agents.metagent_p.agent import LADDER, MetagentPAgent
+from muse_common.settings import build_options
 
 DEPS = {**LADDER["base"], "scene": False, "decompose": False}
 
 
-def make_agent(env_name: str, llm: Any, options: dict[str, Any]) -> MetagentPAgent:
+@dataclasses.dataclass(frozen=True)
+class Options(KnobOptions):
+    """DEPS's options: Metagent-P's knobs without the ablation switches (for those, use --agent metagent-p
+    ablation=base); the scene and the sub-goal level are off, as DEPS plans."""
+
+    scene: bool = False
+    """Show the scene in the planner's prompt (DEPS: no visual information)."""
+    decompose: bool = False
+    """Eq. 1's sub-goal level (DEPS plans one flat workflow)."""
+
+
+def make_agent(env_name: str, llm: Any, opts: Options | Mapping[str, Any] | None = None) -> MetagentPAgent:
     if env_name not in ENVS:
         raise ValueError(f"agent 'deps' runs on {' and '.join(ENVS)}, not env '{env_name}'")
-    opts = dict(options or {})
-    if "ablation" in opts or set(opts) & {"experience", "verifier", "metacognitive"}:
+    if isinstance(opts, Mapping) and set(opts) & {"ablation", "experience", "verifier", "metacognitive"}:
         raise ValueError("agent 'deps' has no ablation switches; use --agent metagent-p ablation=base instead")
-    return MetagentPAgent(llm, env_name, build_config(opts, defaults=DEPS), name="deps")
+    return MetagentPAgent(llm, env_name, config_from(build_options(Options, opts, "deps"), DEPS), name="deps")

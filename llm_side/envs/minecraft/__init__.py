@@ -6,11 +6,14 @@ Table 7) ends the episode, as does death. Success = the target item in the inven
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from llm_side.envs.minecraft.grammar import instructions
 from llm_side.envs.minecraft.tasks import LEVELS, TASKS, get_task, task_ids
 from llm_side.harness.contracts import Observation, StepResult
+from muse_common.settings import build_options, integer_at_least, setting
 
 __all__ = ["MinecraftEnv", "make_env", "report_tables", "task_ids"]
 
@@ -88,15 +91,19 @@ class MinecraftEnv:
         self.world = None
 
 
-def make_env(**options: Any) -> MinecraftEnv:
-    """Options: hazards=true|false (night mobs, cave mobs), max_steps=N (actions per episode)."""
-    known = {"hazards", "max_steps"}
-    bad = set(options) - known
-    if bad:
-        raise ValueError(f"unknown minecraft env option(s) {sorted(bad)}; known: {sorted(known)}")
-    hazards = str(options.get("hazards", "true")).lower() not in ("false", "0", "no")
-    max_steps = options.get("max_steps")
-    return MinecraftEnv(hazards=hazards, max_steps=int(max_steps) if max_steps is not None else None)
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The Minecraft text world's options (`--env-opt key=value`)."""
+
+    hazards: bool = True
+    """Night mobs and cave mobs that can end an episode."""
+    max_steps: int | None = setting(None, integer_at_least(1))
+    """Actions per episode; none = the task's own limit."""
+
+
+def make_env(opts: Options | Mapping[str, Any] | None = None, **options: Any) -> MinecraftEnv:
+    """The env from an `Options` or from keyword options (`make_env(hazards=False)`)."""
+    return MinecraftEnv(**dataclasses.asdict(build_options(Options, opts or options, "minecraft")))
 
 
 def _fmt(x: float) -> str:
