@@ -4,7 +4,9 @@ Why a wrapper around orbax's CheckpointManager: every run saves the same items (
 state, the replay arrays, JSON meta with the config and counters, and a manifest of parameter
 shapes), and every failure a user can meet (a checkpoint of another model size, a truncated copy)
 must come back as ONE readable error instead of a pytree traceback from deep inside orbax.
-Building and restoring a learner from a checkpoint is `muse_jax.loops.restore`'s job.
+Building and restoring a learner from a checkpoint is `muse_jax.loops.restore`'s job; keeping orbax's
+own output off the user's terminal is `muse_jax.orbax_quiet`'s, and the one-process view each host
+takes of orbax in a multi-host run is `muse_jax.orbax_one_process`'s.
 
 Atomicity is orbax's: a step is written into `<step>.orbax-checkpoint-tmp-*` and renamed when
 complete, so a crash mid-save leaves no folder that `latest_step` picks up. On top of that each
@@ -21,19 +23,15 @@ with the template's key implementation on restore.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
-import logging
 import os
 import shutil
-import sys
-import tempfile
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import jax
 import numpy as np
@@ -48,6 +46,8 @@ from muse_jax.errors import (
     CheckpointNotFoundError,
     CheckpointWriteError,
 )
+from muse_jax.orbax_one_process import orbax_sees_one_process
+from muse_jax.orbax_quiet import stderr_kept_on_success, user_stderr
 from muse_jax.parallel import host_local, meet
 
 __all__ = ["CHECKPOINTS_DIR", "INTEGRITY_FILE", "CheckpointCorruptError", "CheckpointError", "CheckpointMismatchError",
@@ -281,70 +281,12 @@ def _os_error_in(e: BaseException) -> OSError | None:
     return None
 
 
-_HELD_STDERR: list[TextIO] = []
-HOLD_STDERR_AFTER_FAILED_SAVE = False
-"""Set by the `muse-wm` CLI, which reports a failed save as one line: fd 2 then stays held (see below).
-Library callers keep their stderr back after a failed save."""
-
-
-@contextlib.contextmanager
-def _stderr_kept_on_success() -> Iterator[None]:
-    """Hold back what is written to fd 2 (orbax's absl logs, tracebacks printed by tensorstore's
-    threads) and pass it on if the block succeeds. If it fails under the CLI
-    (HOLD_STDERR_AFTER_FAILED_SAVE), fd 2 STAYS held: orbax's worker
-    threads keep logging the failure after `save` has raised, so the caller reports it as one line
-    on `user_stderr()` and the threads' output goes nowhere."""
-    try:
-        sys.stderr.flush()
-        saved, tmp = os.dup(2), tempfile.TemporaryFile()
-    except OSError:  # no fd or no temp space: let the output through
-        yield
-        return
-    os.dup2(tmp.fileno(), 2)
-    try:
-        yield
-    except BaseException:
-        if HOLD_STDERR_AFTER_FAILED_SAVE:
-            _HELD_STDERR.append(os.fdopen(saved, "w"))
-        else:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.close()
-        raise
-    sys.stderr.flush()
-    os.dup2(saved, 2)
-    os.close(saved)
-    tmp.seek(0)
-    if data := tmp.read():
-        os.write(2, data)
-    tmp.close()
-
-
-def user_stderr() -> TextIO:
-    """Where a one-line report goes: the real stderr, even while a failed save holds fd 2."""
-    return _HELD_STDERR[0] if _HELD_STDERR else sys.stderr
-
-
 def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 # ----------------------------------------------------------------------------------------------
 # The manager.
-
-
-class _DropReadOnlyNotice(logging.Filter):
-    """Drops exactly orbax's `Given directory is read only=...` warning (absl logger, CheckpointManager
-    init): opening a run's checkpoints read-only (adapt, evaluation) is what we ask for, not a problem.
-    Every other absl/orbax record passes. (The option warnings read-only used to cause are avoided at
-    the source: the read-only options are built already as orbax would force them.)"""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.msg != "Given directory is read only=%s"
-
-
-logging.getLogger("absl").addFilter(_DropReadOnlyNotice())
 
 
 def _host_storable(x: Any) -> np.ndarray:
@@ -356,22 +298,6 @@ def _host_template(x: Any) -> np.ndarray:
     """Multi-host: a numpy state leaf to restore into on this host alone."""
     t = _storage_template(x)
     return np.zeros(t.shape, t.dtype)
-
-
-def _orbax_sees_one_process() -> None:
-    """Multi-host: make orbax treat this process as process 0 of one, for the rest of the process.
-
-    Why: each host keeps its own checkpoint (its own replay; no shared file system needed), which orbax's
-    options cannot express: with `MultiprocessingOptions(primary_host=me, active_processes={me})` it still
-    writes numpy leaves on process 0 only (so process 1's folder came out empty) and refuses arrays that
-    live on one host. Orbax asks `multihost.process_index()` who it is; answering 0 everywhere makes each
-    host's checkpointer a single-process one. This patches a private orbax function (checked against
-    orbax-checkpoint 0.12.x, pinned by tests/muse_jax/test_multihost.py); muse-wm uses orbax for nothing
-    else, and the train step's collectives do not go through orbax.
-    """
-    from orbax.checkpoint._src.multihost import multihost
-
-    multihost.process_index = lambda: 0
 
 
 class Checkpointer:
@@ -387,7 +313,7 @@ class Checkpointer:
         self._host_only = jax.process_count() > 1
         hosts = ocp.options.MultiprocessingOptions()
         if self._host_only:
-            _orbax_sees_one_process()
+            orbax_sees_one_process()
             hosts = ocp.options.MultiprocessingOptions(primary_host=0, active_processes={0})
             if not read_only:  # orbax creates the folder only for all processes together
                 self.directory.mkdir(parents=True, exist_ok=True)
@@ -439,7 +365,7 @@ class Checkpointer:
         if self._host_only:  # orbax's own barriers in a save set up collectives: start them together
             meet(f"checkpoint {int(step)}")
         try:
-            with _stderr_kept_on_success():
+            with stderr_kept_on_success():
                 self._manager.save(int(step), args=ocp.args.Composite(**items), force=True)
                 self._manager.wait_until_finished()
         except Exception as e:  # noqa: BLE001 - orbax wraps OS errors in many types; one message instead

@@ -106,10 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, ValueError, OSError) as e:  # FileNotFoundError and a results.json that is not JSON too
         print(f"muse-wm: error: {_one_line(e)}", file=sys.stderr)
         return 2
-    from muse_jax import checkpoint
+    from muse_jax import orbax_quiet
     from muse_jax.errors import CheckpointWriteError
 
-    checkpoint.HOLD_STDERR_AFTER_FAILED_SAVE = True  # a failed save is reported as one line (checkpoint.py)
+    orbax_quiet.HOLD_STDERR_AFTER_FAILED_SAVE = True  # a failed save is reported as one line (orbax_quiet.py)
 
     started = False
     try:
