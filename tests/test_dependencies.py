@@ -1,7 +1,8 @@
 """Dependencies point one way (docs/architecture.md): model <- loops -> infra -> muse_common <- llm_side.
 
-Checked from the source text and import statements, plus one real import of `muse_common` in a fresh
-interpreter (what `import muse_common` pulls in is what a user of either half pays for).
+Checked from the source text and import statements, plus real imports in a fresh interpreter, which
+also see what a module pulls in through the modules it imports: what `import muse_common` pulls in is
+what a user of either half pays for, and the model (with its config) must load without an env stack.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ JAX_STACK = ("jax", "jaxlib", "flax", "optax", "orbax")
 TORCH_STACK = ("torch", "transformers", "peft", "trl")
 MODEL = ("nets", "dists", "rssm", "world_model", "competence", "behavior", "regulation", "agent")
 """muse_jax modules that hold the model: pure functions and modules, no I/O, no loops."""
-INFRA = ("checkpoint", "run_log", "parallel", "errors")
+INFRA = ("checkpoint", "orbax_quiet", "orbax_one_process", "run_log", "parallel", "errors")
 """muse_jax infrastructure: storage, logging, devices. Never imports the model."""
 
 
@@ -86,3 +87,27 @@ def test_the_model_never_imports_loops_storage_or_logging(module):
     banned = tuple(f"muse_jax.{m}" for m in ("checkpoint", "run_log", "errors", "loops", "evaluate", "cli", "envs"))
     bad = [m for p in paths for m in imported_modules(p) if any(m == b or m.startswith(b + ".") for b in banned)]
     assert bad == [], f"{module} imports {bad}"
+
+
+ENV_STACK = ("gymnasium", "mujoco", "metaworld")
+
+
+def _fresh_import(modules: list[str]) -> list[str]:
+    """Top-level packages in sys.modules after importing `modules` (and every submodule of a package)."""
+    code = ("import importlib, pkgutil, sys\n"
+            f"for name in {modules!r}:\n"
+            "    mod = importlib.import_module(name)\n"
+            "    for m in pkgutil.walk_packages(getattr(mod, '__path__', []), name + '.'):\n"
+            "        importlib.import_module(m.name)\n"
+            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
+def test_the_model_and_its_config_load_without_envs_or_torch():
+    """Transitively, not only by direct imports: the config once pulled gymnasium into every model module
+    through the env's task lists."""
+    loaded = _fresh_import([f"muse_jax.{m}" for m in (*MODEL, "config")])
+    assert "jax" in loaded  # the import did happen
+    assert sorted(set(loaded) & {*ENV_STACK, *TORCH_STACK, "llm_side"}) == []
