@@ -63,7 +63,8 @@ class Options(KnobOptions):
 
     ablation: Literal["base", "planner", "verifier", "full"] | None = None
     """Table 3 rung: base (planner), planner (+ experience pools), verifier (+ verifier), full
-    (+ metacognitive reflector); none = the full agent. A switch (experience, verifier, metacognitive) overrides the rung."""
+    (+ metacognitive reflector); none = the full agent. A switch (experience, verifier, metacognitive)
+    overrides the rung."""
     experience: bool | None = None
     """Experience pools in the planner's prompt; none = as the rung sets it."""
     verifier: bool | None = None
