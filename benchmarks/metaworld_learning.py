@@ -42,7 +42,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 from benchmarks.report import emit_record  # noqa: E402
 
 PUBLISHED_DREAMERV3_100K = {"coffee-button-v3": 0.98, "drawer-close-v3": 0.88, "handle-press-v3": 0.90}
-"""DreamerV3 (state inputs) success rate at 100k env steps, as quoted in issue 12."""
+"""Published DreamerV3 (state inputs) success rate at 100k env steps, as the README quotes it ("Learning curves")."""
 
 GPU_DEFAULTS = {"size": "size12m", "train_ratio": 512.0, "num_envs": 16, "batch": 16, "seq": 64, "prefill": 5000}
 CPU_DEFAULTS = {"size": "tiny", "train_ratio": 32.0, "num_envs": 4, "batch": 16, "seq": 32, "prefill": 1000}

@@ -6,7 +6,7 @@ actions and predicted observations. The Self-Awareness Model M_sa scores every r
 episode plan), Self-Regulation takes the first action of the best one, and that score is the step's
 competence. Reflections work as in Reflexion.
 
-Rollout horizon (point 7 of issue 16). The paper states no horizon H: "the LLM was allowed to generate
+Rollout horizon (MUSE §4.1.3). The paper states no horizon H: "the LLM was allowed to generate
 trajectories up to the maximum length permitted by its context window". `rollout_tokens` is the setting:
   - "context": up to the context window, i.e. window - prompt tokens (the backend's `context_window`,
     else the `context_window` option, else DEFAULT_CONTEXT_WINDOW); the paper's rule;

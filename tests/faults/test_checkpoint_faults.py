@@ -62,7 +62,7 @@ def test_checkpoint_with_missing_file_names_it(tmp_path: Path, pretrained_run: P
                          ids=["other-model-size", "other-config"])
 def test_adapt_model_override_names_the_key_and_both_values(tmp_path: Path, pretrained_run: Path, override: str,
                                                              key: str) -> None:
-    """A `--set model.*` that disagrees with the checkpoint: refused before anything is built (issue 15)."""
+    """A `--set model.*` that disagrees with the checkpoint: refused before anything is built."""
     err = _adapt(pretrained_run, tmp_path, override)
     assert str(_latest(pretrained_run)) in err and "does not fit" in err, err
     assert f"{key} (--set gives {override.split('=')[1]})" in err, err

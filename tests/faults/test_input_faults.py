@@ -1,4 +1,4 @@
-"""Issue 15: malformed input and unusable folders end with ONE stderr line naming the problem (no
+"""Malformed input and unusable folders end with ONE stderr line naming the problem (no
 traceback), exit 2 for a command to fix (1 for a stopped run), and leave earlier data untouched.
 
 Every case runs the real CLI in a subprocess, as a user meets it.

@@ -208,7 +208,7 @@ def _new_checkpoint(ckdir: Path) -> Callable[[], bool]:
 
 @pytest.mark.slow
 def test_kills_right_after_checkpoints_lose_no_env_step(tmp_path: Path, pretrained_run: Path) -> None:
-    """Issue 15: killed right after each of several checkpoints, pre-training resumes with every env step
+    """Killed right after each of several checkpoints, pre-training resumes with every env step
     taken before the checkpoint in its replay (finished episodes plus the unfinished ones saved with the
     checkpoint), ends at the same env-step count as an uninterrupted run, and `step` in metrics.jsonl
     strictly increases across all the resumes."""

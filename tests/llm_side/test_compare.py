@@ -1,4 +1,4 @@
-"""`muse-llm compare` (point 9 of issue 16): ReAct, Reflexion and MUSE on identical test episodes,
+"""`muse-llm compare` (MUSE Tables 3-4): ReAct, Reflexion and MUSE on identical test episodes,
 Tables 3-4 from the test windows, refused when runs are not like for like."""
 
 from __future__ import annotations

@@ -273,7 +273,7 @@ def test_tasks_piped_into_head_exits_quietly():
     assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
 
 
-# -- point 15 of issue 16: one command starts the llama.cpp server -------------------------------------------
+# -- one command starts the llama.cpp server -------------------------------------------
 def test_serve_command_uses_the_packaged_gguf_an_adequate_context_and_all_cores(capsys):
     from llm_side import serve
     from llm_side.agents.react import ReActAgent

@@ -1,4 +1,4 @@
-"""Metagent-P's behaviour pinned to paper 002 (issue 16): LLM regulation, eq. 7 without a successful
+"""Metagent-P's behaviour pinned to paper 002: LLM regulation, eq. 7 without a successful
 plan, the replanning count of section 3.1.3, two-level planning (eq. 1) with rules as prompt guidance,
 and a verifier that cannot deadlock the agent. A scripted LLM plays the model."""
 
@@ -140,7 +140,7 @@ def test_llm_verdict_vetoes_an_action_once_per_episode():
 
 
 def test_a_verifier_that_says_no_to_everything_does_not_stop_a_sand_task():
-    """Issue 16's deadlock: the model's rules ("check if inventory contains oak_log") veto every step;
+    """The rule deadlock: the model's rules ("check if inventory contains oak_log") veto every step;
     the agent still mines sand, and never runs a plan written for another task."""
     def reply(p, i):
         if "Rule:" in p:

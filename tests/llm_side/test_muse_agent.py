@@ -139,7 +139,7 @@ def test_muse_real_alfworld_smollm2(tmp_path):
     assert isinstance(rec["reflection"], str)
 
 
-# -- point 7 of issue 16: the rollout horizon ---------------------------------------------------------------
+# -- the rollout horizon (MUSE §4.1.3) ---------------------------------------------------------------
 def test_rollout_budget_follows_the_context_window_and_states_the_cpu_default():
     from llm_side.agents.muse import CPU_ROLLOUT_TOKENS, DEFAULT_CONTEXT_WINDOW, rollout_budget
 

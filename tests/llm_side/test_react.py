@@ -173,7 +173,7 @@ def test_react_real_alfworld_smollm2(tmp_path):
     assert summary["success_rate"] in (0.0, 1.0)
 
 
-# -- point 11 of issue 16: a thought is never dropped ------------------------------------------------------
+# -- a thought is never dropped ------------------------------------------------------
 LONG_THOUGHT = ("think: Now I put the first cellphone in sofa. Next, I need to find the second cellphone. I have "
                 "visited coffeetable (1), so the second cellphone is more likely to appear in diningtable (1), "
                 "sidetable (1-2), drawer (1-4), sofa (1), dresser (1), garbagecan (1). I can check one by one, "

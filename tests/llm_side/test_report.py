@@ -81,7 +81,7 @@ def test_report_names_a_folder_without_records(tmp_path):
         report([tmp_path])
 
 
-# -- points 13 and 14 of issue 16: say what was run, and why a figure is degenerate ----------------------
+# -- say what was run, and why a figure is degenerate ----------------------
 def _run_json(folder: Path, model: str, max_steps: int | None) -> None:
     (folder / "run.json").write_text(json.dumps({"env": "fake", "agent": "muse", "model": model,
                                                  "max_steps": max_steps}))

@@ -39,7 +39,7 @@ class _ExamplesEnv:
 
 
 def test_sft_rows_are_the_run_time_prompts_of_successful_steps():
-    """Point 10 of issue 16: the actor is fine-tuned on the prompt it sees when it acts."""
+    """MUSE §4.1.3: the actor is fine-tuned on the prompt it sees when it acts."""
     from llm_side.agents.reflexion import ReflexionAgent
     from llm_side.backends.scripted import ScriptedLLM
     from llm_side.harness.contracts import Observation

@@ -59,7 +59,7 @@ def test_pretrain_resumes_with_counters_continuing(run, cfg):
     partial = ck.restore_partial()
     ck.close()
     # 2 envs x 51-step episodes: 2 finished before the stop at 200, 2 after; the 2 unfinished at the stop
-    # were saved with its checkpoint and the resume added them, cut there (issue 15: no env step lost)
+    # were saved with its checkpoint and the resume added them, cut there (no env step lost)
     assert meta["counters"]["episodes"] == 4 and meta["counters"]["episodes_cut"] == 2
     assert len(replay["episode_lengths"]) == 6
     assert replay["episode_lengths"].sum() + partial["episode_lengths"].sum() == cfg.train.env_steps

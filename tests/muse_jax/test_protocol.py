@@ -1,4 +1,4 @@
-"""Issue 11 protocol pieces on the tiny synthetic learner: the Dreamer model kind, Algorithm 1's carried
+"""MUSE §3.2 protocol pieces on the tiny synthetic learner: the Dreamer model kind, Algorithm 1's carried
 ascended state (and the switch), MCTS selection by the self-awareness criterion, Dreamer's normalised
 value signal, the paper's loss weights and agent-step competence labels."""
 

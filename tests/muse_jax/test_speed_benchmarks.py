@@ -1,5 +1,5 @@
 """benchmarks/regulation_scaling.py and collect_overhead.py at tiny settings print one complete JSON line;
-every speed benchmark of issue 14 documents its flags in --help.
+every speed benchmark in benchmarks/ documents its flags in --help.
 
 llm_sampling.py and adapt_tasks.py have their own tiny runs (tests/llm_side/test_llm_sampling_benchmark.py,
 tests/muse_jax/test_adapt_tasks_benchmark.py); only their --help is checked here.
