@@ -121,14 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageError(f"--from-step {args.from_step}: give a checkpoint step (a folder name under "
                                  f"{Path(args.logdir) / 'checkpoints'}).")
             from muse_jax import parallel
-            from muse_jax.loops.pretrain import pretrain
+            from muse_jax.loops.pretrain import _pretrain  # the public `pretrain` plus the hidden --stop-at
 
             try:  # parallel.distributed: join the multi-host job before anything touches a device
                 parallel.init_distributed(cfg)
             except (RuntimeError, ValueError) as e:
                 raise UsageError(str(e)) from None
             started = True
-            res = pretrain(cfg, parallel.process_logdir(args.logdir), stop_at=args.stop_at, from_step=args.from_step)
+            res = _pretrain(cfg, parallel.process_logdir(args.logdir), stop_at=args.stop_at, from_step=args.from_step)
             parallel.finish_distributed()
             print(f"pretrain done: {res['counters']}")
             return 0
@@ -136,13 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--episodes {args.episodes}: adapt at least one episode per task.")
         overrides = parse_overrides(args.overrides)
         check_logdir(args.logdir)
-        from muse_jax.loops.adapt import adapt
+        from muse_jax.loops.adapt import _adapt  # the public `adapt` plus the hidden --stop-after-rounds
 
         if args.one_task_at_a_time:
             overrides["adapt.parallel_tasks"] = False
         started = True
-        res = adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
-                    overrides=overrides, stop_after_rounds=args.stop_after_rounds)
+        res = _adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
+                     overrides=overrides, stop_after_rounds=args.stop_after_rounds)
         if res is not None:
             from muse_jax.evaluate import table_markdown
 

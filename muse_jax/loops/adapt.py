@@ -127,10 +127,16 @@ def task_replay(capacity: int, seq_len: int, seed: int, pre: dict[str, np.ndarra
 
 def adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Sequence[str] | None = None,
           episodes: int | None = None, overrides: dict[str, Any] | None = None,
-          stop_after_rounds: int | None = None, echo: Callable[[str], None] = print) -> dict[str, Any] | None:
-    """Adapt on each novel task and write OUT/results.json, roc.png, time_to_success.png, table.md.
+          echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Adapt on each novel task and write OUT/results.json, roc.png, time_to_success.png, table.md."""
+    return _adapt(checkpoint, agent, logdir, tasks=tasks, episodes=episodes, overrides=overrides, echo=echo)
 
-    `stop_after_rounds` stops early (as a kill would) after that many checkpointed rounds; returns None then.
+
+def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Sequence[str] | None = None,
+           episodes: int | None = None, overrides: dict[str, Any] | None = None,
+           stop_after_rounds: int | None = None, echo: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """`adapt`, with the fault tests' hook: `stop_after_rounds` stops early (as a kill would) after that many
+    checkpointed rounds; returns None then.
     """
     if agent not in AGENT_KINDS:
         raise ValueError(f"--agent {agent!r} is unknown; use one of {list(AGENT_KINDS)}.")

@@ -103,11 +103,16 @@ def recent_stats(episodes: list[Episode], tasks: list[str]) -> dict[str, float]:
     return out
 
 
-def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, from_step: int | None = None,
+def pretrain(cfg: Config, logdir: str | Path, *, from_step: int | None = None,
              echo: Callable[[str], None] = print, act_mode: str = "dreamer") -> dict[str, Any]:
-    """Run (or resume) pre-training into `logdir`; returns the final counters and last metrics.
+    """Run (or resume) pre-training into `logdir`; returns the final counters and last metrics (see `_pretrain`)."""
+    return _pretrain(cfg, logdir, from_step=from_step, echo=echo, act_mode=act_mode)
 
-    `stop_at` ends the run early after that many env steps (with a checkpoint), as a kill would.
+
+def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, from_step: int | None = None,
+              echo: Callable[[str], None] = print, act_mode: str = "dreamer") -> dict[str, Any]:
+    """`pretrain`, with the fault tests' hook: `stop_at` ends the run early after that many env steps (with a
+    checkpoint), as a kill would.
     `from_step` resumes from that checkpoint step instead of the newest (see `rewind_to`).
     `act_mode` is the policy mode after the prefill: "dreamer" (the actor, MUSE §3.2.1 pre-training)
     or "muse" (self-regulated acting, for learning curves of the regulated agent).

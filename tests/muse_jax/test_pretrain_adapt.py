@@ -36,7 +36,7 @@ def cfg():
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, cfg):
     logdir = tmp_path_factory.mktemp("smoke")
-    first = pre.pretrain(cfg, logdir, stop_at=200, echo=lambda s: None)
+    first = pre._pretrain(cfg, logdir, stop_at=200, echo=lambda s: None)
     lines_first = list(read_jsonl(logdir / "metrics.jsonl"))
     second = pre.pretrain(cfg, logdir, echo=lambda s: None)
     return logdir, first, second, lines_first
@@ -104,7 +104,7 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
     logdir = run[0]
     out = tmp_path / "adapt-muse"
     tasks = [TASK, "plate-slide-v3"]
-    assert adapt_mod.adapt(logdir, "muse", out, tasks=tasks, episodes=3, stop_after_rounds=1,
+    assert adapt_mod._adapt(logdir, "muse", out, tasks=tasks, episodes=3, stop_after_rounds=1,
                            echo=lambda s: None) is None
     first = list(read_jsonl(out / "episodes.jsonl"))
     assert sorted((r["task"], r["episode"]) for r in first) == sorted((t, 0) for t in tasks)
@@ -140,7 +140,7 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
 def test_dreamer_pretrain_has_no_competence_params_and_adapt_refuses_mismatch(run, cfg, tmp_path):
     dreamer_run = tmp_path / "dreamer"
     # the random prefill is enough to write a checkpoint of the Dreamer model
-    pre.pretrain(cfg.replace({"agent": "dreamer"}), dreamer_run, stop_at=cfg.train.prefill, echo=lambda s: None)
+    pre._pretrain(cfg.replace({"agent": "dreamer"}), dreamer_run, stop_at=cfg.train.prefill, echo=lambda s: None)
     params = {}
     for path, kind in ((run[0], "muse"), (dreamer_run, "dreamer")):
         ck = Checkpointer(path / "checkpoints", read_only=True)
