@@ -121,12 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from llm_side.cli import UsageError
-
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
-    except (ValueError, UsageError) as exc:  # bad input: one line naming the fix, exit status 2
+    except ValueError as exc:  # bad input (options, taus, tasks): one line naming the fix, exit status 2
         print(f"muse-llm sweep-tau: error: {exc}", file=sys.stderr)
         return 2
 
@@ -134,11 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from llm_side import registry
     from llm_side.backends import DEFAULT_MODEL, LazyLLM
-    from llm_side.cli import parse_options
+    from muse_common.overrides import parse_key_values
 
     taus = parse_taus(args.taus)
-    env_opts = parse_options(args.env_opt, "--env-opt")
-    agent_opts = parse_options(args.agent_opt, "--agent-opt")
+    env_opts = parse_key_values(args.env_opt, "--env-opt", structured=False)  # OverrideError is a ValueError
+    agent_opts = parse_key_values(args.agent_opt, "--agent-opt", structured=False)
     if "tau" in agent_opts:
         raise ValueError("--agent-opt tau=... clashes with --taus; drop it.")
     factory = registry.agent_factory("refrea")
