@@ -166,13 +166,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from llm_side.harness.runner import run_eval
     from muse_common.files import atomic_write_json
 
+    cfg = load_settings(args.config, RUN_KEYS)
+    get = lambda key, default=None: getattr(args, key) if getattr(args, key) is not None else cfg.get(key, default)
     if args.list_options:
-        print(list_options(args.env, args.agent), end="")
+        print(list_options(get("env"), get("agent")), end="")
         return 0
     if not args.out:
         raise UsageError("run needs --out DIR (the run folder)")
-    cfg = load_settings(args.config, RUN_KEYS)
-    get = lambda key, default=None: getattr(args, key) if getattr(args, key) is not None else cfg.get(key, default)
     for key in INT_SETTINGS:
         check_int(key, get(key))
     env_name, agent_name = get("env"), get("agent")
