@@ -65,17 +65,43 @@ def check_logdir(path: str, flag: str = "--logdir") -> None:
 
 
 def check_results_files(runs: Sequence[str]) -> None:
-    """Each adapt output's results.json, where present, must be JSON (named if it is not)."""
+    """Each adapt output's results.json, where present, must be JSON holding what `compare` reads
+    (an object with `agent`, `episodes` and a `tasks` list of per-task objects); named if it is not."""
     import json
 
     for run in runs:
         path = Path(run) / "results.json"
         if path.is_file():
+            rerun = f"rerun `muse-wm adapt ... --logdir {run}` to rewrite it."
             try:
-                json.loads(path.read_bytes())
+                data = json.loads(path.read_bytes())
             except (ValueError, UnicodeDecodeError) as e:
-                raise UsageError(f"{path} is not valid JSON ({e}); rerun `muse-wm adapt ... --logdir {run}` "
-                                 "to rewrite it.") from None
+                raise UsageError(f"{path} is not valid JSON ({e}); {rerun}") from None
+            problem = results_problem(data)
+            if problem:
+                raise UsageError(f"{path} is not an adapt results file ({problem}); {rerun}")
+
+
+def results_problem(data: object) -> str | None:
+    """Why a parsed results.json cannot be compared, or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    missing = [k for k in ("agent", "episodes", "tasks") if k not in data]
+    if missing:
+        return f"no {', '.join(repr(k) for k in missing)}"
+    if not isinstance(data["agent"], str):
+        return f"'agent' is {data['agent']!r}"
+    tasks = data["tasks"]
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) and isinstance(t.get("task"), str) for t in tasks):
+        return "'tasks' is not a list of per-task results"
+    return None
+
+
+def check_compare_out(out: str) -> None:
+    """`compare --out` is the path of a PNG file: not a folder, in a folder we can write."""
+    if Path(out).is_dir():
+        raise UsageError(f"--out {out} is a folder; give the path of a PNG file, e.g. --out {Path(out) / 'roc.png'}.")
+    check_logdir(str(Path(out).absolute().parent), "--out")
 
 
 def _one_line(e: BaseException) -> str:
@@ -98,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from muse_jax.evaluate import compare
 
             if args.out:
-                check_logdir(str(Path(args.out).parent), "--out")
+                check_compare_out(args.out)
             check_results_files(args.runs)
             print(compare(args.runs, args.out), end="")
             return 0
