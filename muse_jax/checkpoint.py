@@ -303,8 +303,10 @@ def _stderr_kept_on_success() -> Iterator[None]:
     os.dup2(tmp.fileno(), 2)
     try:
         yield
-    except BaseException:
-        if HOLD_STDERR_AFTER_FAILED_SAVE:
+    except BaseException as e:
+        # Held only for what the CLI reports as one line (a write error, Ctrl-C); any other error gets
+        # its stderr back, so its message or traceback is not swallowed.
+        if HOLD_STDERR_AFTER_FAILED_SAVE and (isinstance(e, KeyboardInterrupt) or _os_error_in(e) is not None):
             _HELD_STDERR.append(os.fdopen(saved, "w"))
         else:
             sys.stderr.flush()

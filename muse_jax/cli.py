@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from muse_jax.agent_kinds import AGENT_KINDS
 
@@ -104,6 +105,27 @@ def check_compare_out(out: str) -> None:
     check_logdir(str(Path(out).absolute().parent), "--out")
 
 
+def _say(line: str) -> None:
+    """Print one report line on the real stderr (a failed checkpoint save may still hold fd 2)."""
+    held = sys.modules.get("muse_jax.checkpoint")  # not imported by `compare`
+    print(line, file=held.user_stderr() if held else sys.stderr, flush=True)
+
+
+def check_task_names(cfg: Any) -> None:
+    """Every name in env.tasks and env.novel_tasks is a Meta-World task: a typo in the novel tasks is
+    refused at pretrain, not stored in the checkpoint to fail at adapt."""
+    from muse_jax.envs.metaworld import check_task, configure_gl
+
+    if cfg.env.image:
+        configure_gl(cfg.env.render_backend)  # before check_task imports mujoco
+    for key in ("tasks", "novel_tasks"):
+        for name in getattr(cfg.env, key):
+            try:
+                check_task(name)
+            except ValueError as e:
+                raise UsageError(f"config key 'env.{key}': {e}") from None
+
+
 def _one_line(e: BaseException) -> str:
     if isinstance(e, OSError) and e.errno and e.filename:
         return f"cannot use {e.filename}: {os.strerror(e.errno)}."
@@ -130,8 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from muse_jax.errors import CheckpointError, NonFiniteLossError
     except (ConfigError, ValueError, OSError) as e:  # FileNotFoundError and a results.json that is not JSON too
-        print(f"muse-wm: error: {_one_line(e)}", file=sys.stderr)
+        _say(f"muse-wm: error: {_one_line(e)}")
         return 2
+    from muse_common.run_lock import RunFolderBusy, run_folder_lock
     from muse_jax import checkpoint
     from muse_jax.errors import CheckpointWriteError
 
@@ -143,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides = list(args.overrides) + ([f"agent={args.agent}"] if args.agent else [])
             cfg = load_config(args.config, overrides)
             check_logdir(args.logdir)
+            check_task_names(cfg)
             if args.from_step is not None and args.from_step < 0:
                 raise UsageError(f"--from-step {args.from_step}: give a checkpoint step (a folder name under "
                                  f"{Path(args.logdir) / 'checkpoints'}).")
@@ -153,8 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parallel.init_distributed(cfg)
             except (RuntimeError, ValueError) as e:
                 raise UsageError(str(e)) from None
-            started = True
-            res = pretrain(cfg, parallel.process_logdir(args.logdir), stop_at=args.stop_at, from_step=args.from_step)
+            logdir = parallel.process_logdir(args.logdir)
+            with run_folder_lock(logdir):  # one writer per run folder, held for the run's life
+                started = True
+                res = pretrain(cfg, logdir, stop_at=args.stop_at, from_step=args.from_step)
             parallel.finish_distributed()
             print(f"pretrain done: {res['counters']}")
             return 0
@@ -166,38 +192,37 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.one_task_at_a_time:
             overrides["adapt.parallel_tasks"] = False
-        started = True
-        res = adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
-                    overrides=overrides, stop_after_rounds=args.stop_after_rounds)
+        with run_folder_lock(args.logdir):
+            started = True
+            res = adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
+                        overrides=overrides, stop_after_rounds=args.stop_after_rounds)
         if res is not None:
             from muse_jax.evaluate import table_markdown
 
             print(table_markdown([res]), end="")
         return 0
     except CheckpointWriteError as e:
-        from muse_jax.checkpoint import user_stderr
-
-        print(f"muse-wm: stopped: {e}", file=user_stderr(), flush=True)
+        _say(f"muse-wm: stopped: {e}")
         return 1
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
-        print(f"muse-wm: error: {e}", file=sys.stderr)
+    except (ConfigError, CheckpointError, FileNotFoundError, ValueError, RunFolderBusy) as e:
+        _say(f"muse-wm: error: {e}")
         return 2
     except NonFiniteLossError as e:
-        print(f"muse-wm: stopped: {e}", file=sys.stderr)
+        _say(f"muse-wm: stopped: {e}")
         return 1
     except KeyboardInterrupt:
-        print("muse-wm: stopped: interrupted; finished episodes and checkpoints are kept, rerun the same command "
-              "to resume.", file=sys.stderr)
+        _say("muse-wm: stopped: interrupted; finished episodes and checkpoints are kept, rerun the same command "
+             "to resume.")
         return 130
     except OSError as e:  # a disk that filled up or turned read-only mid-run: finished data is kept
         where = f" {e.filename}" if e.filename else ""
         what = os.strerror(e.errno) if e.errno else str(e)
         if not started:
-            print(f"muse-wm: error: cannot use{where}: {what}.", file=sys.stderr)
+            _say(f"muse-wm: error: cannot use{where}: {what}.")
             return 2
         fix = "free some space" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "fix the folder"
-        print(f"muse-wm: stopped: cannot write{where}: {what}; finished episodes and checkpoints are kept. "
-              f"{fix.capitalize()}, then rerun the same command to resume.", file=sys.stderr)
+        _say(f"muse-wm: stopped: cannot write{where}: {what}; finished episodes and checkpoints are kept. "
+             f"{fix.capitalize()}, then rerun the same command to resume.")
         return 1
 
 

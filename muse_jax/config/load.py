@@ -228,6 +228,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """The top-level mapping of a YAML config file, or ConfigError naming the file and what is wrong
     (unreadable, not UTF-8 text, a syntax error with its line and column, empty, not a mapping)."""
+    if path.exists() and not path.is_file() and not path.is_dir():  # reading a named pipe would wait forever
+        raise ConfigError(f"config {path} is not a regular file (a named pipe, socket or device); give a YAML file.")
     try:
         raw = path.read_bytes()
     except IsADirectoryError:
