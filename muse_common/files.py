@@ -44,10 +44,19 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise _named(e, path) from None
         raise
     return path
+
+
+def _named(error: OSError, path: Path) -> OSError:
+    """The OSError of a write with the file it was writing (a full disk's ENOSPC names no file)."""
+    if error.filename is not None or not error.errno:
+        return error
+    return type(error)(error.errno, error.strerror or os.strerror(error.errno), str(path))
 
 
 def _umask() -> int:
@@ -82,10 +91,13 @@ def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, default=_default) + "\n"
-    with open(path, "a") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "a") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise _named(e, path) from None
 
 
 def read_jsonl(path: str | Path, required: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
