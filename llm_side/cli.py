@@ -225,7 +225,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             agent = agent_factory(env_name, LazyLLM(model), agent_opts)
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            if "--agent-opt" in str(exc) or not agent_opts:
+                raise UsageError(str(exc)) from None
+            given = " ".join(f"{k}={v}" for k, v in agent_opts.items())  # name the input when the agent did not
+            raise UsageError(f"agent '{agent_name}' rejected --agent-opt {given}: {exc}") from None
         out = Path(args.out)
         settings = {
             "env": env_name,

@@ -4,7 +4,9 @@ Two `muse-wm pretrain`, `muse-wm adapt` or `muse-llm run` on the same folder wou
 episodes twice and interleave checkpoints. The lock is `fcntl.flock` on DIR/.run.lock: the kernel
 drops it when the holder ends in any way (exit, crash, SIGKILL), so a lock left by a dead process is
 taken over without a word, and the file itself (which names the holder's PID and command, for the
-refusal line) is never deleted, so no two processes can ever lock two different files of one name.
+refusal line) is kept, so two processes never lock two different files of one name. (Only a folder
+that the run itself created and left empty is removed again: a run refused before its first write
+leaves nothing behind.)
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def run_folder_lock(folder: str | Path, flag: str = "--logdir") -> Iterator[Path
 
     `flag` names the command-line option of the folder in the refusal line."""
     folder = Path(folder)
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -55,4 +58,9 @@ def run_folder_lock(folder: str | Path, flag: str = "--logdir") -> Iterator[Path
         os.pwrite(fd, f"{os.getpid()} {cmd}\n".encode(), 0)
         yield path
     finally:
+        if created and [p.name for p in folder.iterdir()] == [LOCK_FILE]:
+            # a run refused before writing anything leaves no folder behind (as the checks before it)
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         os.close(fd)  # closing the descriptor releases the lock

@@ -7,6 +7,7 @@ Both processes are started together, as two shells or two cluster jobs would, th
 from __future__ import annotations
 
 import collections
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -81,3 +82,26 @@ def test_two_adapts_on_one_logdir(tmp_path: Path, pretrained_run: Path) -> None:
     _one_refused(_both(cmd, tmp_path), "muse-wm", "--logdir", out)
     assert _counts(out / "episodes.jsonl") == {(task, e): 1 for e in range(3)}
     assert (out / "results.json").exists()
+
+
+def test_lock_names_the_holder_and_a_dead_holders_lock_is_taken_over(tmp_path: Path) -> None:
+    import signal
+    import sys
+
+    from muse_common.run_lock import LOCK_FILE, RunFolderBusy, run_folder_lock
+
+    folder = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from muse_common.run_lock import run_folder_lock\n"
+         f"with run_folder_lock({str(folder)!r}):\n    print('locked', flush=True); time.sleep(600)"],
+        cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunFolderBusy, match=f"in use by PID {holder.pid} "), run_folder_lock(folder):
+            pass
+    finally:
+        holder.send_signal(signal.SIGKILL)  # a kill leaves the lock file behind, but not the lock
+        holder.wait()
+    assert (folder / LOCK_FILE).exists()
+    with run_folder_lock(folder, "--out"):
+        assert (folder / LOCK_FILE).read_text().startswith(f"{os.getpid()} ")

@@ -203,3 +203,12 @@ def test_full_disk_during_run_names_the_file(tmp_path: Path) -> None:
 
     kept = load_records(tmp_path / "keep" / "run")  # the write that met the full disk may be torn: cut on resume
     assert len(kept) >= 1 and len({(r["task"], r["episode"]) for r in kept}) == len(kept)
+
+
+@pytest.mark.slow
+def test_agent_option_the_agent_cannot_use_is_named(tmp_path: Path) -> None:
+    proc = cli("muse-llm", "run", "--env", "minecraft", "--agent", "reflexion", "--agent-opt", "max_reflections=abc",
+               "--model", "smollm2", "--tasks", "mine_log", "--out", str(tmp_path / "run"), timeout=300)
+    assert proc.returncode == 2
+    line = error_line(proc.stderr, "muse-llm run")
+    assert "max_reflections" in line and "abc" in line, line
