@@ -112,7 +112,7 @@ def build_config(args: argparse.Namespace, accelerator: bool) -> Any:
         "env": {"tasks": [args.task], "novel_tasks": [args.task], "image": False, "proprio": True,
                 "max_episode_steps": args.episode_steps, "num_envs": d["num_envs"], "vector": "sync"},
         "replay": {"batch_size": d["batch"], "seq_len": min(d["seq"], args.episode_steps),
-                   "capacity": max(args.env_steps, d["seq"])},
+                   "capacity": max(args.env_steps, d["batch"] * d["seq"])},  # a batch must fit
         "train": {"env_steps": args.env_steps, "train_ratio": d["train_ratio"], "prefill": prefill,
                   "log_every": log_every, "save_every": max(log_every, args.env_steps // 5), "seed": args.seed},
         "agent": args.agent,

@@ -23,6 +23,7 @@ from typing import Any
 from llm_side import registry
 from llm_side.run_settings import add_task_flags, load_settings
 from muse_common.overrides import OverrideError, parse_key_values
+from muse_common.run_lock import RunFolderBusy, run_folder_lock
 from muse_common.settings import SettingsError, build_options, describe
 
 RUN_KEYS = (
@@ -142,6 +143,10 @@ def select_tasks(env: Any, split: str | None, tasks: str | None, limit: int | No
             )
     else:
         ids = list(env.task_ids(split))
+    twice = sorted({t for t in ids if ids.count(t) > 1})
+    if twice:
+        raise UsageError(f"--tasks names {', '.join(repr(t) for t in twice)} more than once; give each task once "
+                         "(use --episodes for more episodes of a task)")
     if limit is not None:
         ids = ids[:limit]
     return ids
@@ -159,6 +164,29 @@ def check_int(key: str, value: Any) -> int | None:
     if value < INT_SETTINGS[key]:
         raise UsageError(f"'{key}' must be >= {INT_SETTINGS[key]}, got {value}")
     return value
+
+
+def check_resume(run_file: Path, settings: dict[str, Any]) -> None:
+    """A run folder is resumed only with the settings its run.json names (as `muse-wm` does): a resume
+    with another model, seed, step limit, task list or option would mix two runs under one run.json."""
+    import json
+
+    try:
+        old = json.loads(run_file.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        old = None
+    if not isinstance(old, dict):
+        raise UsageError(f"{run_file} is not a run settings file (not a JSON object); delete it to resume with the "
+                         "settings given, or pass a different --out folder")
+    now = json.loads(json.dumps(settings))  # as run.json stores them (tuples as lists)
+    if not any(k in old for k in now):
+        raise UsageError(f"{run_file} names none of the run settings; delete it to resume with the settings given, "
+                         "or pass a different --out folder")
+    differ = [k for k in now if old.get(k) != now[k]]
+    if differ:
+        pairs = "; ".join(f"{k}: {old.get(k)!r} there, {now[k]!r} now" for k in differ)
+        raise UsageError(f"--out {run_file.parent} holds a run with other settings ({pairs}); rerun with the settings "
+                         "of its run.json to resume, or pass a different --out folder")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -200,37 +228,40 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             agent = agent_factory(env_name, LazyLLM(model), agent_options)
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            if "--agent-opt" in str(exc) or not agent_opts:
+                raise UsageError(str(exc)) from None
+            given = " ".join(f"{k}={v}" for k, v in agent_opts.items())  # name the input when the agent did not
+            raise UsageError(f"agent '{agent_name}' rejected --agent-opt {given}: {exc}") from None
         out = Path(args.out)
-        run_file = out / "run.json"
-        if not run_file.exists():
-            atomic_write_json(
-                run_file,
-                {
-                    "env": env_name,
-                    "agent": agent_name,
-                    "model": model,
-                    "seed": seed,
-                    "episodes": episodes,
-                    "max_steps": get("max_steps"),
-                    "tasks": task_ids,
-                    "env_opt": env_opts,
-                    "agent_opt": agent_opts,
-                    "argv": sys.argv[1:],
-                },
+        settings = {
+            "env": env_name,
+            "agent": agent_name,
+            "model": model,
+            "seed": seed,
+            "episodes": episodes,
+            "max_steps": get("max_steps"),
+            "tasks": task_ids,
+            "env_opt": env_opts,
+            "agent_opt": agent_opts,
+        }
+        with run_folder_lock(out, "--out"):  # one writer per run folder, held for the run's life
+            run_file = out / "run.json"
+            if run_file.exists():
+                check_resume(run_file, settings)
+            else:
+                atomic_write_json(run_file, {**settings, "argv": sys.argv[1:]})
+            summary = run_eval(
+                env,
+                agent,
+                env_name=env_name,
+                agent_name=agent_name,
+                task_ids=task_ids,
+                episodes=episodes,
+                max_steps=get("max_steps"),
+                out_dir=out,
+                seed=seed,
+                progress=not args.no_progress,
             )
-        summary = run_eval(
-            env,
-            agent,
-            env_name=env_name,
-            agent_name=agent_name,
-            task_ids=task_ids,
-            episodes=episodes,
-            max_steps=get("max_steps"),
-            out_dir=out,
-            seed=seed,
-            progress=not args.no_progress,
-        )
     finally:
         env.close()
     rate = summary["success_rate"]
@@ -254,6 +285,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from llm_side.harness.report import render, report
 
+    if not 0.0 <= args.threshold <= 1.0:  # also refuses nan
+        raise UsageError(f"--threshold {args.threshold}: give a competence threshold from 0 to 1 (default 0.5)")
     tables, plots = report(args.dirs, threshold=args.threshold)
     print(render(tables), end="")
     for p in plots:
@@ -312,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"muse-llm {args.command}: stopped: interrupted; finished episodes are kept, rerun the same command "
               "to resume", file=sys.stderr)
         return 130
-    except (UsageError, ValueError, OSError, RuntimeError) as exc:
+    except (UsageError, ValueError, OSError, RuntimeError, RunFolderBusy) as exc:
         if os.environ.get("MUSE_LLM_DEBUG"):
             raise
         if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and exc.errno:

@@ -25,6 +25,8 @@ def load_settings(path: str | None, keys: tuple[str, ...], what: str = "run sett
     if not path:
         return {}
     p = Path(path)
+    if p.exists() and not p.is_file():  # a folder, or a named pipe that would be read forever
+        raise SettingsError(f"config file {p} is not a regular file; give a YAML file")
     if not p.is_file():
         raise SettingsError(f"config file {p} not found")
     try:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,19 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise _named(e, path) from None
         raise
     return path
+
+
+def _named(error: OSError, path: Path) -> OSError:
+    """The OSError of a write with the file it was writing (a full disk's ENOSPC names no file)."""
+    if error.filename is not None or not error.errno:
+        return error
+    return type(error)(error.errno, error.strerror or os.strerror(error.errno), str(path))
 
 
 def _umask() -> int:
@@ -81,26 +91,52 @@ def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, default=_default) + "\n"
-    with open(path, "a") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "a") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise _named(e, path) from None
 
 
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Records of a JSONL file; a torn final line (from a kill mid-write) is ignored."""
+def read_jsonl(path: str | Path, required: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
+    """Records (JSON objects holding the `required` keys) of a JSONL file. A torn final line (from a
+    kill mid-write) is ignored; any other line that is not a record (`42`, `{}`, not JSON) is skipped
+    with one warning on stderr naming it (once per process), and the file is left as it is."""
     path = Path(path)
     if not path.exists():
         return
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().split("\n")
+    last = len(lines) - 1  # a file ending in a newline has an empty last piece
+    for n, line in enumerate(lines):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if n < last:  # not the torn tail of a kill
+                _warn_skipped(path, n + 1, "is not valid JSON")
+            continue
+        if not isinstance(record, dict):
+            _warn_skipped(path, n + 1, f"is a JSON {type(record).__name__}, not a record")
+            continue
+        missing = [k for k in required if k not in record]
+        if missing:
+            _warn_skipped(path, n + 1, f"is not a record (no {', '.join(missing)})")
+            continue
+        yield record
+
+
+_WARNED: set[tuple[str, int]] = set()
+
+
+def _warn_skipped(path: Path, line: int, why: str) -> None:
+    if (str(path), line) not in _WARNED:
+        _WARNED.add((str(path), line))
+        print(f"warning: {path} line {line} {why}; skipped (the file is left as it is)", file=sys.stderr)
 
 
 def _default(o: Any) -> Any:

@@ -334,7 +334,9 @@ def read_yaml_mapping(path: Path, *, error: type[Exception] = SettingsError, wha
                       empty_hint: str = "give the settings.") -> dict[str, Any]:
     """The top-level mapping of a YAML settings file, or `error` naming the file and what is wrong
     (unreadable, not UTF-8 text, a syntax error with its line and column, a key given twice, empty, not a
-    mapping). `what` names the file's kind; `empty_hint` follows "is empty;"."""
+    mapping, not a regular file). `what` names the file's kind; `empty_hint` follows "is empty;"."""
+    if path.exists() and not path.is_file() and not path.is_dir():  # reading a named pipe would wait forever
+        raise error(f"{what} {path} is not a regular file (a named pipe, socket or device); give a YAML file.")
     try:
         raw = path.read_bytes()
     except IsADirectoryError:

@@ -47,7 +47,7 @@ from muse_jax.errors import (
     CheckpointWriteError,
 )
 from muse_jax.orbax_one_process import orbax_sees_one_process
-from muse_jax.orbax_quiet import stderr_kept_on_success, user_stderr
+from muse_jax.orbax_quiet import os_error_in, stderr_kept_on_success, user_stderr
 from muse_jax.parallel import host_local, meet
 
 __all__ = ["CHECKPOINTS_DIR", "INTEGRITY_FILE", "CheckpointCorruptError", "CheckpointError", "CheckpointMismatchError",
@@ -265,22 +265,6 @@ def verify_integrity(step_dir: Path) -> None:
             raise CheckpointCorruptError(f"checkpoint file {path} is corrupt (CRC32 mismatch); {fix}.")
 
 
-def _os_error_in(e: BaseException) -> OSError | None:
-    """The OSError behind an exception orbax/tensorstore raised (chained, or only in the message)."""
-    seen: set[int] = set()
-    cur: BaseException | None = e
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, OSError) and cur.errno:
-            return cur
-        cur = cur.__cause__ or cur.__context__
-    text = str(e)
-    for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO):
-        if os.strerror(code) in text:
-            return OSError(code, os.strerror(code))
-    return None
-
-
 def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -369,7 +353,7 @@ class Checkpointer:
                 self._manager.save(int(step), args=ocp.args.Composite(**items), force=True)
                 self._manager.wait_until_finished()
         except Exception as e:  # noqa: BLE001 - orbax wraps OS errors in many types; one message instead
-            os_error = _os_error_in(e)
+            os_error = os_error_in(e)
             if os_error is None:
                 raise
             raise CheckpointWriteError(self._write_failure(int(step), os_error)) from None

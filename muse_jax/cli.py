@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from muse_jax.agent_kinds import AGENT_KINDS
 
@@ -65,17 +66,64 @@ def check_logdir(path: str, flag: str = "--logdir") -> None:
 
 
 def check_results_files(runs: Sequence[str]) -> None:
-    """Each adapt output's results.json, where present, must be JSON (named if it is not)."""
+    """Each adapt output's results.json, where present, must be JSON holding what `compare` reads
+    (an object with `agent`, `episodes` and a `tasks` list of per-task objects); named if it is not."""
     import json
 
     for run in runs:
         path = Path(run) / "results.json"
         if path.is_file():
+            rerun = f"rerun `muse-wm adapt ... --logdir {run}` to rewrite it."
             try:
-                json.loads(path.read_bytes())
+                data = json.loads(path.read_bytes())
             except (ValueError, UnicodeDecodeError) as e:
-                raise UsageError(f"{path} is not valid JSON ({e}); rerun `muse-wm adapt ... --logdir {run}` "
-                                 "to rewrite it.") from None
+                raise UsageError(f"{path} is not valid JSON ({e}); {rerun}") from None
+            problem = results_problem(data)
+            if problem:
+                raise UsageError(f"{path} is not an adapt results file ({problem}); {rerun}")
+
+
+def results_problem(data: object) -> str | None:
+    """Why a parsed results.json cannot be compared, or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    missing = [k for k in ("agent", "episodes", "tasks") if k not in data]
+    if missing:
+        return f"no {', '.join(repr(k) for k in missing)}"
+    if not isinstance(data["agent"], str):
+        return f"'agent' is {data['agent']!r}"
+    tasks = data["tasks"]
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) and isinstance(t.get("task"), str) for t in tasks):
+        return "'tasks' is not a list of per-task results"
+    return None
+
+
+def check_compare_out(out: str) -> None:
+    """`compare --out` is the path of a PNG file: not a folder, in a folder we can write."""
+    if Path(out).is_dir():
+        raise UsageError(f"--out {out} is a folder; give the path of a PNG file, e.g. --out {Path(out) / 'roc.png'}.")
+    check_logdir(str(Path(out).absolute().parent), "--out")
+
+
+def _say(line: str) -> None:
+    """Print one report line on the real stderr (a failed checkpoint save may still hold fd 2)."""
+    held = sys.modules.get("muse_jax.orbax_quiet")  # not imported by `compare`
+    print(line, file=held.user_stderr() if held else sys.stderr, flush=True)
+
+
+def check_task_names(cfg: Any) -> None:
+    """Every name in env.tasks and env.novel_tasks is a Meta-World task: a typo in the novel tasks is
+    refused at pretrain, not stored in the checkpoint to fail at adapt."""
+    from muse_jax.envs.metaworld import check_task, configure_gl
+
+    if cfg.env.image:
+        configure_gl(cfg.env.render_backend)  # before check_task imports mujoco
+    for key in ("tasks", "novel_tasks"):
+        for name in getattr(cfg.env, key):
+            try:
+                check_task(name)
+            except ValueError as e:
+                raise UsageError(f"config key 'env.{key}': {e}") from None
 
 
 def _one_line(e: BaseException) -> str:
@@ -98,14 +146,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from muse_jax.evaluate import compare
 
             if args.out:
-                check_logdir(str(Path(args.out).parent), "--out")
+                check_compare_out(args.out)
             check_results_files(args.runs)
             print(compare(args.runs, args.out), end="")
             return 0
         from muse_jax.errors import CheckpointError, NonFiniteLossError
     except (ConfigError, ValueError, OSError) as e:  # FileNotFoundError and a results.json that is not JSON too
-        print(f"muse-wm: error: {_one_line(e)}", file=sys.stderr)
+        _say(f"muse-wm: error: {_one_line(e)}")
         return 2
+    from muse_common.run_lock import RunFolderBusy, run_folder_lock
     from muse_jax import orbax_quiet
     from muse_jax.errors import CheckpointWriteError
 
@@ -117,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides = list(args.overrides) + ([f"agent={args.agent}"] if args.agent else [])
             cfg = load_config(args.config, overrides)
             check_logdir(args.logdir)
+            check_task_names(cfg)
             if args.from_step is not None and args.from_step < 0:
                 raise UsageError(f"--from-step {args.from_step}: give a checkpoint step (a folder name under "
                                  f"{Path(args.logdir) / 'checkpoints'}).")
@@ -127,8 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parallel.init_distributed(cfg)
             except (RuntimeError, ValueError) as e:
                 raise UsageError(str(e)) from None
-            started = True
-            res = _pretrain(cfg, parallel.process_logdir(args.logdir), stop_at=args.stop_at, from_step=args.from_step)
+            logdir = parallel.process_logdir(args.logdir)
+            with run_folder_lock(logdir):  # one writer per run folder, held for the run's life
+                started = True
+                res = _pretrain(cfg, logdir, stop_at=args.stop_at, from_step=args.from_step)
             parallel.finish_distributed()
             print(f"pretrain done: {res['counters']}")
             return 0
@@ -140,38 +192,37 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.one_task_at_a_time:
             overrides["adapt.parallel_tasks"] = False
-        started = True
-        res = _adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
-                     overrides=overrides, stop_after_rounds=args.stop_after_rounds)
+        with run_folder_lock(args.logdir):
+            started = True
+            res = _adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
+                         overrides=overrides, stop_after_rounds=args.stop_after_rounds)
         if res is not None:
             from muse_jax.evaluate import table_markdown
 
             print(table_markdown([res]), end="")
         return 0
     except CheckpointWriteError as e:
-        from muse_jax.checkpoint import user_stderr
-
-        print(f"muse-wm: stopped: {e}", file=user_stderr(), flush=True)
+        _say(f"muse-wm: stopped: {e}")
         return 1
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
-        print(f"muse-wm: error: {e}", file=sys.stderr)
+    except (ConfigError, CheckpointError, FileNotFoundError, ValueError, RunFolderBusy) as e:
+        _say(f"muse-wm: error: {e}")
         return 2
     except NonFiniteLossError as e:
-        print(f"muse-wm: stopped: {e}", file=sys.stderr)
+        _say(f"muse-wm: stopped: {e}")
         return 1
     except KeyboardInterrupt:
-        print("muse-wm: stopped: interrupted; finished episodes and checkpoints are kept, rerun the same command "
-              "to resume.", file=sys.stderr)
+        _say("muse-wm: stopped: interrupted; finished episodes and checkpoints are kept, rerun the same command "
+             "to resume.")
         return 130
     except OSError as e:  # a disk that filled up or turned read-only mid-run: finished data is kept
         where = f" {e.filename}" if e.filename else ""
         what = os.strerror(e.errno) if e.errno else str(e)
         if not started:
-            print(f"muse-wm: error: cannot use{where}: {what}.", file=sys.stderr)
+            _say(f"muse-wm: error: cannot use{where}: {what}.")
             return 2
         fix = "free some space" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "fix the folder"
-        print(f"muse-wm: stopped: cannot write{where}: {what}; finished episodes and checkpoints are kept. "
-              f"{fix.capitalize()}, then rerun the same command to resume.", file=sys.stderr)
+        _say(f"muse-wm: stopped: cannot write{where}: {what}; finished episodes and checkpoints are kept. "
+             f"{fix.capitalize()}, then rerun the same command to resume.")
         return 1
 
 

@@ -10,12 +10,30 @@ imported, drops the one warning a read-only open (adapt, evaluation) always prin
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sys
 import tempfile
 from collections.abc import Iterator
 from typing import TextIO
+
+
+def os_error_in(e: BaseException) -> OSError | None:
+    """The OSError behind an exception orbax/tensorstore raised (chained, or only in the message)."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno:
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    text = str(e)
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO):
+        if os.strerror(code) in text:
+            return OSError(code, os.strerror(code))
+    return None
+
 
 _HELD_STDERR: list[TextIO] = []
 HOLD_STDERR_AFTER_FAILED_SAVE = False
@@ -39,8 +57,10 @@ def stderr_kept_on_success() -> Iterator[None]:
     os.dup2(tmp.fileno(), 2)
     try:
         yield
-    except BaseException:
-        if HOLD_STDERR_AFTER_FAILED_SAVE:
+    except BaseException as e:
+        # Held only for what the CLI reports as one line (a write error, Ctrl-C); any other error gets
+        # its stderr back, so its message or traceback is not swallowed.
+        if HOLD_STDERR_AFTER_FAILED_SAVE and (isinstance(e, KeyboardInterrupt) or os_error_in(e) is not None):
             _HELD_STDERR.append(os.fdopen(saved, "w"))
         else:
             sys.stderr.flush()

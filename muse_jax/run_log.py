@@ -66,5 +66,18 @@ class RunLogger:
 
     def close(self) -> None:
         self._bar.close()
-        if self._tb is not None:
-            self._tb.close()
+        tb, self._tb = self._tb, None
+        if tb is not None:
+            try:
+                tb.close()
+            except OSError:  # a full or read-only disk, reported by the run itself as one line
+                _abandon(tb)
+
+
+def _abandon(tb: Any) -> None:
+    """Mark a tensorboardX writer's event files closed without flushing them: its exit handler would
+    retry the flush that just failed and print a traceback after the run's own one-line report."""
+    for writer in (getattr(tb, "all_writers", None) or {}).values():
+        event_writer = getattr(writer, "event_writer", None)
+        if event_writer is not None:
+            event_writer._closed = True  # noqa: SLF001 - tensorboardX has no public "discard"

@@ -23,6 +23,32 @@ _EMBEDDERS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
+class BackendRequestError(ValueError):
+    """A request no backend can serve (max_tokens or n below 1, a negative temperature): a bug in the
+    agent's settings, not an episode outcome. `fatal`: the runner stops and records nothing."""
+
+    fatal = True
+
+
+def env_number(name: str, default: float, *, integer: bool, low: float, above: bool = False) -> float:
+    """A numeric setting from the environment variable `name` (default when unset or empty), or a
+    ValueError naming the variable, the value and what is allowed."""
+    import math
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    kind = "an integer" if integer else "a number"
+    allowed = f"{kind} {'>' if above else '>='} {low:g}"
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value < low or (above and value == low):
+        raise ValueError(f"{name}={raw!r} must be {allowed} (default {default:g}); fix or unset it")
+    return value
+
+
 def truncate_at_stop(text: str, stop: Sequence[str] | None) -> str:
     """Cut `text` at the earliest occurrence of any stop string (the stop string itself is dropped)."""
     cut = len(text)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from llm_side.backends import truncate_at_stop
+from llm_side.backends import BackendRequestError, truncate_at_stop
 from llm_side.backends.models import PackagedModel, locate_gguf, verify_sha256
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -111,9 +111,10 @@ class TransformersLLM:
         seed: int | None,
     ) -> list[str]:
         if n < 1 or max_tokens < 1:
-            raise ValueError(f"n and max_tokens must be >= 1, got n={n}, max_tokens={max_tokens}")
+            raise BackendRequestError(f"n and max_tokens must be >= 1, got n={n}, max_tokens={max_tokens}; "
+                                      "fix the agent option (e.g. --agent-opt max_tokens=128)")
         if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+            raise BackendRequestError(f"temperature must be >= 0, got {temperature}; fix the agent option")
         if seed is not None:
             torch.manual_seed(seed)
         greedy = temperature == 0

@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from llm_side.backends import truncate_at_stop
+from llm_side.backends import BackendRequestError, env_number, truncate_at_stop
 
 RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 
@@ -65,8 +65,8 @@ class OpenAICompatLLM:
         return cls(
             url,
             model,
-            timeout=float(os.environ.get("MUSE_LLM_HTTP_TIMEOUT", 120)),
-            retries=int(os.environ.get("MUSE_LLM_HTTP_RETRIES", 3)),
+            timeout=env_number("MUSE_LLM_HTTP_TIMEOUT", 120.0, integer=False, low=0, above=True),
+            retries=int(env_number("MUSE_LLM_HTTP_RETRIES", 3, integer=True, low=0)),
         )
 
     def complete(
@@ -116,7 +116,8 @@ class OpenAICompatLLM:
         text_of: Any,
     ) -> list[str]:
         if n < 1 or max_tokens < 1:
-            raise ValueError(f"n and max_tokens must be >= 1, got n={n}, max_tokens={max_tokens}")
+            raise BackendRequestError(f"n and max_tokens must be >= 1, got n={n}, max_tokens={max_tokens}; "
+                                      "fix the agent option (e.g. --agent-opt max_tokens=128)")
         stops = [s for s in (stop or ()) if s][:4]  # the OpenAI API takes at most 4
         out: list[str] = []
         for _ in range(n):  # at most n requests even when a server returns one choice each time
@@ -132,6 +133,10 @@ class OpenAICompatLLM:
             if seed is not None:
                 payload["seed"] = int(seed) + len(out)
             choices = self._post(path, payload).get("choices") or []
+            if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+                raise BackendUnavailable(f"{self.base_url}{path} answered 'choices' = {str(choices)[:80]}, not a list "
+                                         "of completion objects; is --model openai:URL:MODEL an OpenAI-compatible "
+                                         "server?")
             out.extend(truncate_at_stop(text_of(c), stop) for c in choices)
             if len(out) >= n:
                 break
@@ -152,7 +157,12 @@ class OpenAICompatLLM:
             req = urllib.request.Request(url, data=data, headers=headers, method="POST")
             try:
                 with self._opener.open(req, timeout=self.timeout) as resp:
-                    return json.loads(resp.read().decode())
+                    reply = json.loads(resp.read().decode())
+                if not isinstance(reply, dict):  # not retried: the same server answers the same way
+                    raise BackendUnavailable(
+                        f"{url} answered with a JSON {type(reply).__name__}, not an OpenAI completion object; is "
+                        "--model openai:URL:MODEL an OpenAI-compatible server (vLLM, llama.cpp server, Ollama)?")
+                return reply
             except urllib.error.HTTPError as exc:
                 detail = " ".join(exc.read().decode(errors="replace").split())[:200]
                 if exc.code not in RETRY_STATUS:

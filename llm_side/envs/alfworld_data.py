@@ -2,7 +2,8 @@
 
 Game data comes from `ALFWORLD_DATA` (an `alfworld-download` folder, or any folder holding
 `json_2.1.1/` and `logic/`) or, by default, from the project's offline archive unpacked once into a
-cache folder. Game selection mirrors the stock `AlfredTWEnv` loader (skip movable-receptacle and
+cache folder; the archive is looked for in `$MUSE_SHARED_DATA/alfworld/` (default `../shared/data`).
+Game selection mirrors the stock `AlfredTWEnv` loader (skip movable-receptacle and
 sliced tasks and games marked unsolvable), which gives 140 / 134 / 200 games for the three splits.
 """
 
@@ -17,7 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_DATA = Path(os.environ.get("MUSE_SHARED_DATA", REPO_ROOT.parent / "shared" / "data")) / "alfworld"
+DEFAULT_SHARED = REPO_ROOT.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("MUSE_SHARED_DATA", DEFAULT_SHARED)) / "alfworld"
 DEFAULT_TGZ = SHARED_DATA / "alfworld_json_2.1.1_eval.tgz"
 REACT_PROMPTS = SHARED_DATA / "react_alfworld_3prompts.json"
 REFLEXION_EXAMPLES = SHARED_DATA / "reflexion_few_shot_examples.txt"
@@ -68,7 +70,8 @@ def data_root(data: str | Path | None = None) -> Path:
         if not (root / "json_2.1.1").is_dir():
             raise AlfworldDataMissing(
                 f"ALFWorld data folder {root} has no json_2.1.1/ folder. Point ALFWORLD_DATA (or --env-opt "
-                f"data=...) at a folder made by `alfworld-download`, or unset it to use {DEFAULT_TGZ}.")
+                f"data=...) at a folder made by `alfworld-download`, or unset it to use {DEFAULT_TGZ} (found through "
+                f"MUSE_SHARED_DATA).")
         return root
     return unpack_archive(DEFAULT_TGZ, CACHE_DIR)
 
@@ -80,7 +83,8 @@ def unpack_archive(tgz: Path, cache: Path) -> Path:
     if not tgz.is_file():
         raise AlfworldDataMissing(
             f"ALFWorld game data not found: set ALFWORLD_DATA to a folder made by `alfworld-download` "
-            f"(with json_2.1.1/ and logic/), or provide the offline archive at {tgz}.")
+            f"(with json_2.1.1/ and logic/), or provide the offline archive at {tgz} (set MUSE_SHARED_DATA to the "
+            f"shared data folder that holds alfworld/{tgz.name} when it is not at {DEFAULT_SHARED}).")
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=cache.parent, prefix=".alfworld-unpack-"))
     try:

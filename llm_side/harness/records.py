@@ -80,6 +80,12 @@ def record_problem(record: Any) -> str | None:
         value = record[key]
         if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
             return f"not an episode record ('{key}' is {value!r})"
+    if record["episode"] < 0 or record["steps"] < 0:
+        key = "episode" if record["episode"] < 0 else "steps"
+        return f"not an episode record ('{key}' is {record[key]}, below 0)"
+    memory = record.get("memory")
+    if memory is not None and not isinstance(memory, dict):
+        return f"not an episode record ('memory' is {memory!r}, not a mapping)"
     competence = record.get("competence")
     if competence is not None and not (isinstance(competence, list) and all(
             c is None or (isinstance(c, int | float) and not isinstance(c, bool)) for c in competence)):
@@ -92,10 +98,12 @@ def _warn(message: str) -> None:
 
 
 def load_records(out_dir: str | Path, warn: Callable[[str], None] = _warn) -> list[dict[str, Any]]:
-    """All finished-episode records of a run folder (empty when none yet).
+    """All finished-episode records of a run folder (empty when none yet), one per (task, episode).
 
-    A line that is not a record (invalid JSON, `42`, `{"foo": 1}`) is skipped with a warning naming
-    its line number; the file is left as it is. A torn last line (a kill mid-write) is skipped quietly.
+    Every line is checked against one schema (`record_problem`). A line that is not a record (invalid
+    JSON, `42`, `{"foo": 1}`, `steps: -7`, `memory: 5`) and a second record of a (task, episode) already
+    read are skipped; one warning line counts them and names their line numbers; the file is left as it
+    is. A torn last line (a kill mid-write) is skipped quietly.
     """
     path = episodes_path(out_dir)
     if not path.exists():
@@ -104,6 +112,8 @@ def load_records(out_dir: str | Path, warn: Callable[[str], None] = _warn) -> li
     lines = data.split(b"\n")
     torn_tail = not data.endswith(b"\n")
     out = []
+    seen: set[tuple[str, int]] = set()
+    skipped: list[str] = []
     for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -111,13 +121,20 @@ def load_records(out_dir: str | Path, warn: Callable[[str], None] = _warn) -> li
             record = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             if not (torn_tail and n == len(lines)):
-                warn(f"{path} line {n} is not valid JSON; skipped (the file is left as it is)")
+                skipped.append(f"line {n} is not valid JSON")
             continue
         problem = record_problem(record)
         if problem:
-            warn(f"{path} line {n} is {problem}; skipped (the file is left as it is)")
+            skipped.append(f"line {n} is {problem}")
             continue
+        key = (record["task"], record["episode"])
+        if key in seen:
+            skipped.append(f"line {n} repeats task {key[0]!r} episode {key[1]} (the first record is kept)")
+            continue
+        seen.add(key)
         out.append(record)
+    if skipped:
+        warn(f"{path}: {len(skipped)} line(s) skipped, {'; '.join(skipped)} (the file is left as it is)")
     return out
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,14 +30,51 @@ Table = tuple[str, str]  # (title, markdown)
 
 
 def load_run(folder: str | Path) -> list[dict[str, Any]]:
-    """Records of a run folder; a clear error when it holds none."""
+    """Records of a run folder; a clear error when it holds none. Records of episodes the run did not
+    ask for (a task or episode index outside its run.json) are left out with a warning, so the report
+    counts what summary.json counts."""
     folder = Path(folder)
     if not (folder / EPISODES_FILE).exists():
         raise FileNotFoundError(f"{folder} has no {EPISODES_FILE}: pass a folder written by `muse-llm run --out`.")
-    return load_records(folder)
+    records = load_records(folder)
+    info = _run_file(folder)
+    tasks, episodes = info.get("tasks"), info.get("episodes")
+    if isinstance(tasks, list) and isinstance(episodes, int) and not isinstance(episodes, bool):
+        wanted = {str(t) for t in tasks}
+        inside = [r for r in records if str(r["task"]) in wanted and 0 <= int(r["episode"]) < episodes]
+        if len(inside) != len(records):
+            _warn(f"{folder / EPISODES_FILE}: {len(records) - len(inside)} record(s) of episodes outside the run "
+                  f"({len(tasks)} task(s) x {episodes} episode(s) in its {RUN_FILE}) left out of the report")
+        records = inside
+    return records
 
 
 RUN_FILE = "run.json"
+
+
+def _warn(message: str) -> None:
+    print(f"muse-llm: warning: {message}", file=sys.stderr)
+
+
+_GARBLED: set[Path] = set()
+
+
+def _run_file(folder: Path) -> dict[str, Any]:
+    """The run.json of a folder ({} when it has none); one warning when it is not a JSON object."""
+    path = folder / RUN_FILE
+    if not path.exists():
+        return {}
+    try:
+        info = json.loads(path.read_bytes())
+    except (OSError, ValueError, UnicodeDecodeError):
+        info = None
+    if not isinstance(info, dict):
+        if path not in _GARBLED:
+            _GARBLED.add(path)
+            _warn(f"{path} is not a run settings file (not a JSON object); model, backend and max steps are shown "
+                  "as unknown and every record is reported")
+        return {}
+    return info
 
 
 def backend_of(model: str) -> str:
@@ -50,11 +89,7 @@ def backend_of(model: str) -> str:
 
 def run_settings(folder: str | Path) -> dict[str, Any]:
     """model, backend and max_steps of a run folder (from run.json; 'unknown' where it has none)."""
-    try:
-        info = json.loads((Path(folder) / RUN_FILE).read_text())
-    except (OSError, ValueError):
-        info = {}
-    info = info if isinstance(info, dict) else {}
+    info = _run_file(Path(folder))
     model = str(info.get("model") or "")
     max_steps = info.get("max_steps")
     return {"model": model or "unknown", "backend": backend_of(model),
@@ -66,7 +101,7 @@ def competence_pairs(records: list[dict[str, Any]]) -> tuple[list[float], list[b
     scores, labels = [], []
     for r in records:
         for c in r.get("competence") or []:
-            if c is not None:
+            if c is not None and math.isfinite(c):  # NaN or inf: no prediction was made
                 scores.append(float(c))
                 labels.append(bool(r["success"]))
     return scores, labels

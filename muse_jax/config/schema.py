@@ -67,9 +67,9 @@ class ModelConfig:
     """Base channel count of the CNN encoder/decoder."""
     units: int = setting(64, integer_at_least(1))
     """Width of MLPs (encoder, decoder, heads, actor, critic)."""
-    mlp_layers: int = 3
+    mlp_layers: int = setting(3, integer_at_least(1))
     """Hidden layers of the vector encoder/decoder, actor and critic."""
-    head_layers: int = 1
+    head_layers: int = setting(1, integer_at_least(0))
     """Hidden layers of the reward, continue and competence heads."""
     unimix: float = setting(0.01, Allowed(lambda v, _: 0.0 <= v < 1.0, "0 <= unimix < 1"))
     """Uniform mixture for categorical latents and discrete actions (1%)."""
@@ -160,20 +160,20 @@ class BehaviorConfig:
     """Lambda of the lambda-returns, imagined and replayed (dreamerv3 `imag_loss.lam`, `repl_loss.lam`)."""
     horizon: float = setting(333.0, number_at_least(1))
     """Discount horizon; discount = 1 - 1/horizon (dreamerv3 `horizon: 333`)."""
-    actent: float = 3e-4
+    actent: float = setting(3e-4, number_at_least(0))
     """Entropy regulariser scale (dreamerv3 `imag_loss.actent`)."""
-    slow_rate: float = 0.02
+    slow_rate: float = setting(0.02, Allowed(lambda v, _: _finite(v) and 0 < v <= 1, "0 < slow_rate <= 1"))
     """EMA rate of the slow critic, updated every step (dreamerv3 `slowvalue: {rate: 0.02, every: 1}`)."""
-    slowreg: float = 1.0
+    slowreg: float = setting(1.0, number_at_least(0))
     """Weight of the critic's regulariser towards the slow critic (dreamerv3 `imag_loss.slowreg`)."""
     retnorm_low: float = setting(5.0, Allowed(lambda v, b: 0 <= v < b.retnorm_high <= 100,
                                               "0 <= retnorm_low < retnorm_high <= 100"))
     """Lower percentile of return normalisation (dreamerv3 `retnorm.perclo`)."""
     retnorm_high: float = 95.0
     """Upper percentile of return normalisation (dreamerv3 `retnorm.perchi`)."""
-    retnorm_rate: float = 0.01
+    retnorm_rate: float = setting(0.01, Allowed(lambda v, _: _finite(v) and 0 < v <= 1, "0 < retnorm_rate <= 1"))
     """EMA rate of the return percentiles, not debiased (dreamerv3 `retnorm: {rate: 0.01, debias: False}`)."""
-    retnorm_limit: float = 1.0
+    retnorm_limit: float = setting(1.0, number_above(0))
     """Minimum scale of return normalisation (dreamerv3 `retnorm.limit`)."""
     min_std: float = setting(0.1, Allowed(lambda v, b: 0 < v <= b.max_std, "0 < min_std <= max_std"))
     """Minimum std of the continuous action distribution (dreamerv3 `policy.minstd`)."""
@@ -242,7 +242,10 @@ class ReplayConfig:
 
     capacity: int = setting(1_000_000, Allowed(lambda v, r: v >= r.seq_len, "at least replay.seq_len={seq_len}"))
     """Maximum stored env steps; the oldest episodes are evicted first."""
-    batch_size: int = setting(16, integer_at_least(1))
+    batch_size: int = setting(16, integer_at_least(1),
+                              Allowed(lambda v, r: v * r.seq_len <= r.capacity,
+                                      "at most replay.capacity / replay.seq_len = {capacity} / {seq_len} sequences "
+                                      "(a batch must fit in the replay)"))
     """B, sequences per train batch (global, split over devices)."""
     seq_len: int = setting(64, integer_at_least(2))
     """T, length of each sampled chunk."""
@@ -267,7 +270,7 @@ class TrainConfig:
     """Env steps between checkpoints."""
     keep_checkpoints: int = setting(2, integer_at_least(1))
     """Checkpoints kept on disk."""
-    seed: int = 0
+    seed: int = setting(0, Allowed(lambda v, _: 0 <= v < 2**31, "an integer from 0 to 2147483647"))
     """Global seed."""
 
 

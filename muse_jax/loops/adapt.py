@@ -52,6 +52,8 @@ from muse_jax.loops.train_driver import DeviceMetrics, train_steps_due
 from muse_jax.replay import Replay, pack_episodes, unpack_episodes
 from muse_jax.run_log import RunLogger
 
+RECORD_KEYS = ("task", "episode", "success")  # an episodes.jsonl line without them is skipped (read_jsonl)
+
 
 def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dict[str, int] | None = None
                    ) -> dict[str, Any]:
@@ -73,7 +75,13 @@ def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dic
 def _check_run_file(out: Path, settings: dict[str, Any]) -> None:
     path = out / "adapt.json"
     if path.exists():
-        old = json.loads(path.read_text())
+        try:
+            old = json.loads(path.read_bytes())
+        except (ValueError, UnicodeDecodeError):
+            old = None
+        if not isinstance(old, dict):
+            raise ConfigError(f"{path} is not the settings file of an adaptation run (not a JSON object); delete it "
+                              "to start this --logdir afresh with the settings given, or use a new --logdir.")
         diff = [k for k in settings if old.get(k) != settings[k]]
         if diff:
             raise ConfigError(f"{out} holds an adaptation run with other settings ({diff}: {[old.get(k) for k in diff]}"
@@ -157,12 +165,12 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
     records_path = out / "episodes.jsonl"
     groups = [tasks] if parallel else [[t] for t in tasks]
     logger = RunLogger(out, total=len(tasks) * n_eps, desc=f"adapt {agent}", unit="episode",
-                       initial=sum(1 for _ in read_jsonl(records_path)))
+                       initial=sum(1 for _ in read_jsonl(records_path, RECORD_KEYS)))
     rounds = [0]
     try:
         for gi, group in enumerate(groups):
             done = defaultdict(int)
-            for x in read_jsonl(records_path):
+            for x in read_jsonl(records_path, RECORD_KEYS):
                 done[x["task"]] += 1
             if all(done[t] >= n_eps for t in group):
                 continue
@@ -171,11 +179,11 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
             if not finished:
                 return None
             for t in group:
-                recs = [x for x in read_jsonl(records_path) if x["task"] == t]
+                recs = [x for x in read_jsonl(records_path, RECORD_KEYS) if x["task"] == t]
                 echo(f"{t}: {sum(x['success'] for x in recs)}/{len(recs)} episodes solved")
     finally:
         logger.close()
-    all_records = [x for x in read_jsonl(records_path) if x["task"] in tasks]
+    all_records = [x for x in read_jsonl(records_path, RECORD_KEYS) if x["task"] in tasks]
     return evaluate.write_outputs(out, agent, all_records, cfg.model.competence_quantiles,
                                   agent_steps_per_episode(cfg.env))
 
@@ -207,7 +215,7 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
                 new_eps[k] = unpack_episodes(mine)
                 for ep in new_eps[k]:
                     replays[k].add_episode(ep)
-        seen = {(x["task"], x["episode"]) for x in read_jsonl(records_path)}
+        seen = {(x["task"], x["episode"]) for x in read_jsonl(records_path, RECORD_KEYS)}
         for t in group:
             for rec in records[t]:
                 if (t, rec["episode"]) not in seen:

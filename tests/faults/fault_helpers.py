@@ -102,12 +102,13 @@ def can_mount_private_fs() -> bool:
 
 
 def cli_on_small_fs(mode: str, mount: Path, keep: Path, name: str, *args: str,
-                    timeout: float = 600) -> subprocess.CompletedProcess:
+                    timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run `name args` with `mount` a private 16 MB tmpfs (see fs_driver.py for `mode`); what the
-    command left under `mount` is copied to `keep`."""
+    command left under `mount` is copied to `keep` (`env` adds variables)."""
     cmd = ["unshare", "-rm", sys.executable, str(Path(__file__).with_name("fs_driver.py")), mode, str(mount),
            str(keep), "--", str(BIN / name), *args]
-    return subprocess.run(cmd, cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=ROOT, env={**child_env(), **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def error_line(stderr: str, prog: str) -> str:

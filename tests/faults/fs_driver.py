@@ -5,6 +5,7 @@ Used as `unshare -rm python fs_driver.py MODE MOUNT KEEP -- CMD...` by fault_hel
 - MODE `fill-after:PATH`: the tmpfs is writable; once MOUNT/PATH exists (e.g. the first finished
   checkpoint's integrity record), the disk is filled up to 128 KiB, so the next larger write meets
   ENOSPC (a full disk), as on a real cluster volume.
+- MODE `fill-full-after:PATH`: the same, but the disk is filled completely (the next write of any size fails).
 After the command ends, MOUNT is copied to KEEP (the tmpfs vanishes with the namespace) and the
 command's exit code is this script's.
 """
@@ -28,7 +29,7 @@ def main() -> int:
     opts = "size=16m" + (",ro" if mode == "ro" else "")
     subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", mount], check=True)
     proc = subprocess.Popen(cmd)
-    if mode.startswith("fill-after:"):
+    if mode.startswith(("fill-after:", "fill-full-after:")):
         marker = Path(mount) / mode.split(":", 1)[1]
         while proc.poll() is None and not marker.exists():
             time.sleep(0.02)
@@ -36,7 +37,15 @@ def main() -> int:
             free = shutil.disk_usage(mount).free
             with open(Path(mount) / "filler.bin", "wb") as f:
                 f.truncate(0)
-                os.posix_fallocate(f.fileno(), 0, max(free - LEAVE_FREE, 0))
+                leave = 0 if mode.startswith("fill-full-after:") else LEAVE_FREE
+                os.posix_fallocate(f.fileno(), 0, max(free - leave, 1))
+                if not leave:  # tmpfs may keep a few pages back from fallocate: take them too
+                    f.seek(0, os.SEEK_END)
+                    try:
+                        while os.write(f.fileno(), b"\0" * 4096):
+                            pass
+                    except OSError:
+                        pass
     rc = proc.wait()
     if mode != "ro":
         shutil.copytree(mount, keep, symlinks=True, ignore=shutil.ignore_patterns("filler.bin"))

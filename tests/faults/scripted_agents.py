@@ -7,6 +7,7 @@ every run also exercises invalid-action handling. Each call sleeps a little so a
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ REPLIES = ["> find oak_log", "", "> approach oak_log", "x" * 500, "> mine oak_lo
 
 
 def _reply(prompt: str, i: int) -> str:
-    time.sleep(0.05)
+    time.sleep(float(os.environ.get("SCRIPTED_REPLY_SECONDS", "0.05")))  # slower: two writers overlap
     return REPLIES[i % len(REPLIES)]
 
 

@@ -24,6 +24,12 @@ MORE_SETS = [
     ("model.size=size3m", ["model.size", "size1m"]),
     ("replay.capacity=4", ["replay.capacity", "seq_len"]),
     ("train.env_steps", ["key=value"]),
+    # values a run used to accept and then fail on much later (or never notice)
+    ("behavior.actent=nan", ["behavior.actent", "finite number >= 0"]),
+    ("behavior.slow_rate=5", ["behavior.slow_rate", "0 < slow_rate <= 1"]),
+    ("replay.batch_size=1e9", ["replay.batch_size", "replay.capacity", "fit in the replay"]),
+    ("train.seed=-1", ["train.seed", "-1", "from 0 to"]),
+    ("model.mlp_layers=-1", ["model.mlp_layers", ">= 1"]),
 ]
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_helpers import cli, jsonl_lines, no_traceback
+from fault_helpers import cli, error_line, jsonl_lines, no_traceback
 
 from llm_side.backends.openai_compat import BackendUnavailable, OpenAICompatLLM
 
@@ -136,3 +136,64 @@ def test_muse_llm_run_against_down_server_is_one_line_and_records_nothing(tmp_pa
     errors = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()]
     assert proc.returncode != 0 and len(errors) == 1 and url in errors[0], proc.stderr[-2000:]
     assert jsonl_lines(out / "episodes.jsonl") == [], "an outage must not be recorded as failed episodes"
+
+
+class _JsonList(_Hang):
+    def do_POST(self) -> None:  # noqa: N802
+        self.server_hits.append(time.monotonic())  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'[{"text": "> mine oak_log"}]')
+
+
+@pytest.mark.parametrize("server", [_JsonList], indirect=True)
+def test_reply_that_is_not_a_completion_object_is_not_retried(server: _Server) -> None:
+    llm = OpenAICompatLLM(server.url, "m", timeout=5, retries=3, backoff=0.01)
+    with pytest.raises(BackendUnavailable, match="JSON list, not an OpenAI completion object"):
+        llm.complete("hi")
+    assert len(server.hits) == 1
+
+
+def _run_against(url: str, out: Path, *extra: str, env: dict[str, str] | None = None):  # noqa: ANN202
+    return cli("muse-llm", "run", "--env", "minecraft", "--tasks", "mine_log", "--episodes", "2", "--max-steps", "3",
+               "--model", f"openai:{url}:m", "--out", str(out), "--no-progress", *extra, timeout=180, env=env)
+
+
+def _stopped_with_nothing_recorded(proc, out: Path, *words: str) -> None:  # noqa: ANN001
+    line = error_line(proc.stderr, "muse-llm run")
+    assert proc.returncode != 0, proc.stderr[-2000:]
+    for w in words:
+        assert w in line, (w, line)
+    assert jsonl_lines(out / "episodes.jsonl") == [], "a backend error must never be an episode outcome"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", [_JsonList], indirect=True)
+def test_muse_llm_run_against_a_server_answering_a_list_records_nothing(server: _Server, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _run_against(server.url, out, "--agent", "react")
+    _stopped_with_nothing_recorded(proc, out, server.url, "JSON list", "OpenAI-compatible server")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("var", "value", "words"), [
+    ("MUSE_LLM_HTTP_TIMEOUT", "-5", ["MUSE_LLM_HTTP_TIMEOUT='-5'", "a number > 0"]),
+    ("MUSE_LLM_HTTP_TIMEOUT", "abc", ["MUSE_LLM_HTTP_TIMEOUT='abc'", "a number > 0"]),
+    ("MUSE_LLM_HTTP_TIMEOUT", "nan", ["MUSE_LLM_HTTP_TIMEOUT='nan'"]),
+    ("MUSE_LLM_HTTP_RETRIES", "-1", ["MUSE_LLM_HTTP_RETRIES='-1'", "an integer >= 0"]),
+    ("MUSE_LLM_HTTP_RETRIES", "2.5", ["MUSE_LLM_HTTP_RETRIES='2.5'", "an integer >= 0"]),
+])
+def test_bad_client_settings_are_named_before_the_run(tmp_path: Path, var: str, value: str, words: list[str]) -> None:
+    out = tmp_path / "run"
+    proc = _run_against(f"http://127.0.0.1:{_free_port()}/v1", out, "--agent", "react", env={var: value})
+    assert proc.returncode == 2
+    _stopped_with_nothing_recorded(proc, out, *words, "unset it")
+    assert not (out / "run.json").exists(), "the run started"
+
+
+@pytest.mark.slow
+def test_agent_token_limit_below_one_stops_the_run(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _run_against(f"http://127.0.0.1:{_free_port()}/v1", out, "--agent", "cot", "--agent-opt", "max_tokens=-5")
+    _stopped_with_nothing_recorded(proc, out, "max_tokens")

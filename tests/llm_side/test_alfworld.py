@@ -115,7 +115,7 @@ def test_missing_data_error_names_the_fix(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="ALFWORLD_DATA"):
         make_env()
     monkeypatch.delenv("ALFWORLD_DATA")
-    with pytest.raises(FileNotFoundError, match="ALFWORLD_DATA.*alfworld_json_2.1.1_eval.tgz"):
+    with pytest.raises(FileNotFoundError, match="ALFWORLD_DATA.*alfworld_json_2.1.1_eval.tgz.*MUSE_SHARED_DATA"):
         awd.unpack_archive(tmp_path / "alfworld_json_2.1.1_eval.tgz", tmp_path / "cache")
     with pytest.raises(ValueError, match="unknown alfworld option"):
         make_env(bogus=1)

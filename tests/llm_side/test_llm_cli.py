@@ -155,6 +155,8 @@ def test_kill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path):
         AGENT,
         "--env-opt",
         "n_tasks=3",
+        "--env-opt",
+        "sleep=0.15",  # slow enough to be killed mid-run; a resume must give the same options
         "--episodes",
         "2",
         "--max-steps",
@@ -164,7 +166,7 @@ def test_kill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path):
         "--no-progress",
     ]
     proc = subprocess.Popen(
-        [*cmd, "--env-opt", "sleep=0.15"],
+        cmd,
         env=_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
