@@ -124,12 +124,24 @@ def stage_sft(cfg: PipelineConfig) -> dict[str, Any]:
     out = cfg.out / "actor_sft"
     if (out / sft.METRICS_FILE).is_file():
         return json.loads((out / sft.METRICS_FILE).read_text())
+    records = _need(cfg.out / "collect", "collect")
+    base = base_folder(cfg)
     env = _env(cfg)  # the few-shot examples the actor sees at run time
     try:
-        rows = sft.sft_examples(_need(cfg.out / "collect", "collect"), env)
+        rows = sft.sft_examples(records, env, fits=_fits_window(base))
     finally:
         env.close()
-    return sft.run_sft(base_folder(cfg), rows, out, max_steps=cfg.sft_steps, seed=cfg.seed)
+    return sft.run_sft(base, rows, out, max_steps=cfg.sft_steps, seed=cfg.seed)
+
+
+def _fits_window(base: str) -> Any:
+    """`text -> bool`: within the context window of the transformers model in `base` (always True when
+    its config names no window)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    window = getattr(AutoConfig.from_pretrained(base, local_files_only=True), "max_position_embeddings", None)
+    tok = AutoTokenizer.from_pretrained(base, local_files_only=True)
+    return lambda text: not window or len(tok(text, add_special_tokens=False)["input_ids"]) <= int(window)
 
 
 def stage_dpo(cfg: PipelineConfig) -> dict[str, Any]:
