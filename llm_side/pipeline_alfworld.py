@@ -169,12 +169,12 @@ def stage_deploy(cfg: PipelineConfig, *, adapt: bool, llm: Any | None = None,
         raise FileNotFoundError(f"no trained M_sa in {msa}; run `--stage train-sa` first.")
     actor_dir = cfg.out / "actor_sft" / sft.MERGED_DIR
     rx_dir = cfg.out / "reflection_dpo" / sft.MERGED_DIR
-    if llm is None:
-        llm = load_llm(f"hf:{actor_dir}" if cfg.use_sft and actor_dir.is_dir() else cfg.model)
     options = dict(cfg.agent_options, msa=str(msa), adapt_episodes=cfg.adapt_episodes if adapt else 0)
+    if llm is None and cfg.use_sft and actor_dir.is_dir():
+        options["actor_model"] = f"hf:{actor_dir}"
     if reflection_llm is None and cfg.use_dpo and rx_dir.is_dir():
         options["reflection_model"] = f"hf:{rx_dir}"
-    agent = make_agent("alfworld", llm, options)
+    agent = make_agent("alfworld", llm or load_llm(cfg.model), options)
     if reflection_llm is not None:
         agent.reflection_llm = reflection_llm
     first_test = cfg.adapt_episodes if adapt else 0

@@ -170,6 +170,8 @@ class MuseAgent(ReflexionAgent):
         extras["chunk_competence"] = getattr(self, "_chunk_scores", [])
         extras["msa_adapted"] = self._adapted
         extras["msa_source"] = self.msa_source
+        extras["actor_model"] = getattr(self.llm, "name", None)
+        extras["reflection_model"] = getattr(self.reflection_llm, "name", None)
         return extras
 
     def memory(self) -> dict[str, Any]:
@@ -201,7 +203,9 @@ def load_replay(msa_dir: str | Path) -> list[sa.SAExample]:
 def make_agent(env_name: str, llm: LLM, options: dict[str, Any]) -> MuseAgent:
     """Options: msa=DIR (trained M_sa; untrained if absent), embedder=NAME, n_rollouts,
     rollout_tokens=auto|context|N, score_pairs=N, context_window=N, adapt_episodes,
-    reflection_model=SPEC (a separately fine-tuned M_rx)."""
+    reflection_model=SPEC (a separately fine-tuned M_rx), actor_model=SPEC (a fine-tuned Actor/World model,
+    e.g. hf:OUT/actor_sft/merged; the run's --model then writes the reflections unless reflection_model
+    is given, as M_rx is a model of its own in Algorithm 3)."""
     from llm_side.backends import load_embedder, load_llm
 
     embedder = load_embedder(options.get("embedder"))
@@ -223,6 +227,9 @@ def make_agent(env_name: str, llm: LLM, options: dict[str, Any]) -> MuseAgent:
         kw["rollout_tokens"] = int(value) if value.lstrip("-").isdigit() else value
     if options.get("reflection_model"):
         kw["reflection_llm"] = load_llm(str(options["reflection_model"]))
+    if options.get("actor_model"):
+        kw.setdefault("reflection_llm", llm)
+        llm = load_llm(str(options["actor_model"]))
     agent = MuseAgent(llm, msa, replay=replay, **kw)
     agent.msa_source = str(msa_dir) if msa_dir else None
     if not msa_dir:

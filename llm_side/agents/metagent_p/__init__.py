@@ -1,10 +1,12 @@
 """`--agent metagent-p`: the Metagent-P agent (paper 002) on `minecraft` and `plancraft`.
 
 Options (`--agent-opt key=value`): ablation=base|planner|verifier|full (Table 3 ladder, default
-full), or the single switches experience=, verifier=, metacognitive=; max_tokens=N, max_replans=N,
-alpha=/beta= (eq. 7 weights), replan_limit=N, decompose=true|false (eq. 1's sub-goal level),
-regulation=llm|message-rules (the latter an ablation, not the paper's), rule_evidence=N (confirmations
-before a rule may veto), rule_veto_limit=N, memory_file=PATH (pools saved after every episode).
+full), or the single switches experience=, verifier=, metacognitive=; max_tokens=N, max_replans=N|none
+(per-episode re-plan cap; default none, the paper's), alpha=/beta= (eq. 7 weights), replan_limit=N,
+decompose=true|false (eq. 1's sub-goal level), regulation=llm|message-rules (the latter an ablation, not
+the paper's), rule_evidence=N (env confirmations before a rule may veto; default 0, the paper's check
+before execution), rule_veto_limit=N|none (default none), memory_file=PATH (pools saved after every
+episode).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ def build_config(options: dict[str, Any], defaults: dict[str, Any] | None = None
             raise ValueError(f"unknown metagent-p option '{k}'; known: ablation, {', '.join(sorted(fields))}")
         t = str(fields[k])
         try:
-            if t == "bool":
+            if t == "int | None":
+                values[k] = None if str(v).strip().lower() in ("", "none", "off") else int(v)
+            elif t == "bool":
                 values[k] = _bool(v)
             elif t == "int":
                 values[k] = int(v)
