@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -258,7 +260,13 @@ def main(argv: list[str] | None = None) -> int:
                          sft_steps=a.sft_steps, dpo_steps=a.dpo_steps, sa_epochs=a.sa_epochs, seed=a.seed,
                          dpo_unhelpful=a.dpo_unhelpful, dpo_cross_task=a.dpo_cross_task,
                          env_options=_kv(a.env_opt), agent_options=_kv(a.agent_opt))
-    result = run_stage(cfg, a.stage)
+    try:
+        result = run_stage(cfg, a.stage)
+    except (ValueError, OSError, RuntimeError) as exc:  # no data, nothing left to train, a missing model
+        if os.environ.get("MUSE_LLM_DEBUG"):
+            raise
+        print(f"muse-llm alfworld-pipeline: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     print(json.dumps(result, indent=2, default=str)[:4000])
     return 0
 

@@ -7,9 +7,9 @@ step's competence is scored against its episode's outcome.
 Every row says what was run: model, backend and step limit come from the folder's run.json (written
 by `muse-llm run`); env tables that pool records are made once per (model, backend, max steps, agent
 options), never across them: runs of one agent with different options (e.g. Metagent-P's ablation rungs or
-max_replans) are different settings. Degenerate figures are said in words: no time to success when no episode succeeded (the
-100-step penalty would be the only number), no AUROC/ROC when every episode had one outcome, and a
-note when MUSE's M_sa was untrained.
+max_replans) are different settings. Degenerate figures are said in words: no time to success when no
+episode succeeded (the 100-step penalty would be the only number), no AUROC/ROC when every episode had
+one outcome, and a note when MUSE's M_sa was untrained.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def test_alfworld_pipeline_trains_every_model_and_deploys_them(tmp_path, monkeyp
     from llm_side.envs.alfworld import make_env
     from muse_common.files import read_jsonl
 
-    env = make_env(expert="true")
+    env = make_env(expert="true", shots="0")  # no few-shot games in the actor prompt: short SFT rows on a CPU
     monkeypatch.setattr(pipe, "_env", lambda cfg: _SharedEnv(env))
     try:
         common = ["--out", str(tmp_path), "--model", "smollm2", "--limit", "1", "--max-steps", "6"]

@@ -183,6 +183,18 @@ def test_pipeline_train_sa_stage_is_resumable(tmp_path, monkeypatch):
         pipe.stage_sft(pipe.PipelineConfig(out=tmp_path / "empty"))
 
 
+def test_pipeline_errors_are_one_line(tmp_path, capsys):
+    """No collected episodes, or nothing left to train: one line on stderr, exit 2, no traceback."""
+    assert pipe.main(["--stage", "sft", "--out", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("muse-llm alfworld-pipeline: error:") and "--stage collect" in err[0]
+    for r in RECORDS:
+        append_jsonl(tmp_path / "only_fail" / "collect" / "episodes.jsonl", dict(r, success=False))
+    assert pipe.main(["--stage", "dpo", "--out", str(tmp_path / "only_fail"), "--base", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no DPO preference pairs" in err[0]
+
+
 def test_test_metrics_use_only_test_episodes():
     recs = [dict(_rec("a", e, e >= 2), steps=10, chunk_competence=[0.9 if e >= 2 else 0.1]) for e in range(4)]
     m = pipe.test_metrics(recs, first_test=2)

@@ -16,7 +16,6 @@ import json
 import re
 from typing import Any
 
-
 PLACEHOLDERS = frozenset({
     "...", "…", "your suggestion here", "suggestion", "what to change", "sub-goal", "subgoal", "sub goal",
     "action name", "arg name",
