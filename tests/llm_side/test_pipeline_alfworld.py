@@ -4,8 +4,11 @@
 The collection actor plays a fixed script so that the run holds the outcome turns the paper's DPO rule
 needs (fail -> success -> fail on one task): episode 0 and 2 only `look`, episode 1 follows ALFWorld's
 hand-coded expert. Everything else is real: the reflections are SmolLM2's answers to the real
-reflection prompts, SFT and DPO fine-tune SmolLM2 on the run-time prompts, and MUSE deploys the
-fine-tuned actor, the DPO'd reflection model and the trained M_sa."""
+reflection prompts (with the two Reflexion examples, so a DPO pair is ~1800 tokens, past trl's old
+1024 default), sampled at temperature 1 because greedy SmolLM2 writes the same sentence after every
+episode (and identical texts form no pair); SFT and DPO fine-tune SmolLM2 on the run-time prompts, and
+MUSE deploys the fine-tuned actor, the DPO'd reflection model and the trained M_sa. The actor prompts
+have no few-shot games (`shots=0`) so that SFT rows are ~500 tokens on a CPU."""
 
 from __future__ import annotations
 
@@ -33,14 +36,20 @@ class ScriptedCollector:
             episode = len(re.findall(r"^Trial \d+:", memory[1], flags=re.M)) if len(memory) == 2 else 0
             action = (self.env.expert_action() or "look") if episode == 1 else "look"
             return [f" {action}"] * int(kw.get("n", 1))
-        return self.real.complete(prompt, **dict(kw, max_tokens=min(int(kw.get("max_tokens", 48)), 48)))
+        tokens = min(int(kw.get("max_tokens", 48)), 48)
+        return self.real.complete(prompt, **dict(kw, temperature=1.0, max_tokens=tokens))
 
 
 class _SharedEnv:
-    """The test's env for every stage (closed by the test, not by a stage)."""
+    """The test's env for every stage (closed by the test, not by a stage), with the Reflexion examples
+    of the default env (`shots=0` drops them too)."""
 
-    def __init__(self, env: Any):
+    def __init__(self, env: Any, reflexion_examples: str):
         self._env = env
+        self._reflexion_examples = reflexion_examples
+
+    def reflexion_examples(self) -> str:
+        return self._reflexion_examples
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._env, name)
@@ -58,7 +67,10 @@ def test_alfworld_pipeline_trains_every_model_and_deploys_them(tmp_path, monkeyp
     from muse_common.files import read_jsonl
 
     env = make_env(expert="true", shots="0")  # no few-shot games in the actor prompt: short SFT rows on a CPU
-    monkeypatch.setattr(pipe, "_env", lambda cfg: _SharedEnv(env))
+    from llm_side.envs import alfworld_data
+
+    examples = alfworld_data.reflexion_examples()
+    monkeypatch.setattr(pipe, "_env", lambda cfg: _SharedEnv(env, examples))
     try:
         common = ["--out", str(tmp_path), "--model", "smollm2", "--limit", "1", "--max-steps", "6"]
         cfg = pipe.PipelineConfig(out=tmp_path, model="smollm2", limit=1, collect_episodes=3, max_steps=6,
