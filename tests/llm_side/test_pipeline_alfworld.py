@@ -5,10 +5,11 @@ The collection actor plays a fixed script so that the run holds the outcome turn
 needs (fail -> success -> fail on one task): episode 0 and 2 only `look`, episode 1 follows ALFWorld's
 hand-coded expert. Everything else is real: the reflections are SmolLM2's answers to the real
 reflection prompts (with the two Reflexion examples, so a DPO pair is ~1800 tokens, past trl's old
-1024 default), sampled at temperature 1 because greedy SmolLM2 writes the same sentence after every
-episode (and identical texts form no pair); SFT and DPO fine-tune SmolLM2 on the run-time prompts, and
-MUSE deploys the fine-tuned actor, the DPO'd reflection model and the trained M_sa. The actor prompts
-have no few-shot games (`shots=0`) so that SFT rows are ~500 tokens on a CPU."""
+1024 default), sampled at temperature 1 with a new seed per call, because SmolLM2 writes the same
+sentence after every episode at one seed (and identical texts form no pair); SFT and DPO fine-tune
+SmolLM2 on the run-time prompts, and MUSE deploys the fine-tuned actor, the DPO'd reflection model and
+the trained M_sa. The actor prompts have no few-shot games (`shots=0`) so that SFT rows are ~500 tokens
+on a CPU."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class ScriptedCollector:
 
     def __init__(self, env: Any, real: Any):
         self.env, self.real = env, real
+        self.calls = 0
 
     def complete(self, prompt: str, **kw: Any) -> list[str]:
         if prompt.endswith(">"):  # the actor's cue
@@ -36,8 +38,9 @@ class ScriptedCollector:
             episode = len(re.findall(r"^Trial \d+:", memory[1], flags=re.M)) if len(memory) == 2 else 0
             action = (self.env.expert_action() or "look") if episode == 1 else "look"
             return [f" {action}"] * int(kw.get("n", 1))
+        self.calls += 1
         tokens = min(int(kw.get("max_tokens", 48)), 48)
-        return self.real.complete(prompt, **dict(kw, temperature=1.0, max_tokens=tokens))
+        return self.real.complete(prompt, **dict(kw, temperature=1.0, max_tokens=tokens, seed=self.calls))
 
 
 class _SharedEnv:

@@ -124,12 +124,20 @@ def test_sft_adds_no_eos_and_the_tuned_actor_rolls_out_several_steps(tiny_llama,
     assert all(tok.eos_token_id not in e["input_ids"] for e in encoded)
     assert all(tok.decode([i for i, m in zip(e["input_ids"], e["completion_mask"], strict=True) if m]).endswith(
         "\n>") for e in encoded)
-    m = sft.run_sft(tiny_llama, rows, tmp_path / "actor", max_steps=60, lr=1e-2)
+    m = sft.run_sft(tiny_llama, rows, tmp_path / "actor", max_steps=200, lr=1e-2)
     assert m["rows_trained"] == m["rows"] == len(rows) and m["rows_left_out"] == 0
-    actor = load_hf_dir(str(tmp_path / "actor" / "merged"))
-    text = actor.complete(rows[0]["prompt"], n=1, temperature=0.0, max_tokens=40, stop=[ROLLOUT_STOP])[0]
-    pairs = prompting.parse_rollout(text, max_pairs=100)
-    assert len(pairs) > 1, f"rollout ended after {len(pairs)} action/observation pair(s): {text!r}"
+
+    def rollout_pairs(folder):
+        actor = load_hf_dir(str(folder / "merged"))
+        text = actor.complete(rows[0]["prompt"], n=1, temperature=0.0, max_tokens=40, stop=[ROLLOUT_STOP])[0]
+        return len(prompting.parse_rollout(text, max_pairs=100)), text
+
+    pairs, text = rollout_pairs(tmp_path / "actor")
+    assert pairs > 1, f"rollout ended after {pairs} action/observation pair(s): {text!r}"
+    # the old rows (' action\n' + EOS, as trl appended it) teach the world model to stop after one action
+    old = [{"prompt": r["prompt"], "completion": r["completion"].split("\n")[0] + "\n" + tok.eos_token} for r in rows]
+    sft.run_sft(tiny_llama, old, tmp_path / "eos", max_steps=200, lr=1e-2)
+    assert rollout_pairs(tmp_path / "eos")[0] == 1
 
 
 def test_sft_rows_too_long_for_the_window_lose_the_transcript_head_not_the_completion():
