@@ -162,7 +162,7 @@ def stage_deploy(cfg: PipelineConfig, *, adapt: bool, llm: Any | None = None,
                  reflection_llm: Any | None = None) -> dict[str, Any]:
     """MUSE on the novel tasks; episodes [0, adapt) adapt M_sa, the next `test_episodes` are scored."""
     from llm_side.agents.muse import make_agent
-    from llm_side.backends import load_llm
+    from llm_side.backends import LazyLLM
     from llm_side.harness.runner import run_eval
     from llm_side.training import sft
 
@@ -176,7 +176,7 @@ def stage_deploy(cfg: PipelineConfig, *, adapt: bool, llm: Any | None = None,
         options["actor_model"] = f"hf:{actor_dir}"
     if reflection_llm is None and cfg.use_dpo and rx_dir.is_dir():
         options["reflection_model"] = f"hf:{rx_dir}"
-    agent = make_agent("alfworld", llm or load_llm(cfg.model), options)
+    agent = make_agent("alfworld", llm or LazyLLM(cfg.model), options)  # loaded only if it writes reflections
     if reflection_llm is not None:
         agent.reflection_llm = reflection_llm
     first_test = cfg.adapt_episodes if adapt else 0

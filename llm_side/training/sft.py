@@ -152,6 +152,11 @@ def save(peft_model: Any, tok: Any, folder: Path, *, merge: bool, metrics: dict[
     tok.save_pretrained(folder / ADAPTER_DIR)
     if merge:
         merged = peft_model.merge_and_unload()
+        # trl trains with the KV cache off (gradient checkpointing); the saved model generates at run time,
+        # where generating without the cache recomputes the whole prompt for every token
+        merged.config.use_cache = True
+        if getattr(merged, "generation_config", None) is not None:
+            merged.generation_config.use_cache = True
         merged.save_pretrained(folder / MERGED_DIR)
         tok.save_pretrained(folder / MERGED_DIR)
     atomic_write_json(folder / METRICS_FILE, metrics)

@@ -104,6 +104,7 @@ def test_sft_real_lora_steps(tiny_llama, tmp_path):
     m = sft.run_sft(tiny_llama, sft.sft_examples(RECORDS), out, max_steps=3, lr=5e-3)
     assert m["steps"] == 3 and all(math.isfinite(x) for x in m["losses"]) and m["lora_delta"] > 0
     assert (out / "adapter" / "adapter_config.json").is_file() and (out / "merged" / "config.json").is_file()
+    assert json.loads((out / "merged" / "config.json").read_text()).get("use_cache", True)  # fast generation
     assert json.loads((out / sft.METRICS_FILE).read_text())["rows"] == 4  # one row per successful step
     assert not list(tmp_path.glob(".actor.tmp-*"))  # staging folder renamed, not left behind
     from llm_side.backends import load_llm
@@ -124,7 +125,7 @@ def test_sft_adds_no_eos_and_the_tuned_actor_rolls_out_several_steps(tiny_llama,
     assert all(tok.eos_token_id not in e["input_ids"] for e in encoded)
     assert all(tok.decode([i for i, m in zip(e["input_ids"], e["completion_mask"], strict=True) if m]).endswith(
         "\n>") for e in encoded)
-    m = sft.run_sft(tiny_llama, rows, tmp_path / "actor", max_steps=200, lr=1e-2)
+    m = sft.run_sft(tiny_llama, rows, tmp_path / "actor", max_steps=120, lr=1e-2)
     assert m["rows_trained"] == m["rows"] == len(rows) and m["rows_left_out"] == 0
 
     def rollout_pairs(folder):
@@ -136,7 +137,7 @@ def test_sft_adds_no_eos_and_the_tuned_actor_rolls_out_several_steps(tiny_llama,
     assert pairs > 1, f"rollout ended after {pairs} action/observation pair(s): {text!r}"
     # the old rows (' action\n' + EOS, as trl appended it) teach the world model to stop after one action
     old = [{"prompt": r["prompt"], "completion": r["completion"].split("\n")[0] + "\n" + tok.eos_token} for r in rows]
-    sft.run_sft(tiny_llama, old, tmp_path / "eos", max_steps=200, lr=1e-2)
+    sft.run_sft(tiny_llama, old, tmp_path / "eos", max_steps=120, lr=1e-2)
     assert rollout_pairs(tmp_path / "eos")[0] == 1
 
 
