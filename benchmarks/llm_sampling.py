@@ -31,6 +31,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -69,14 +70,16 @@ def served(model: str, threads: int, n_ctx: int = 4096, ready_s: float = 300) ->
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
+    log = tempfile.TemporaryFile(mode="w+")  # not a pipe: llama.cpp's load log would fill it and block the server
     proc = subprocess.Popen(server_argv(gguf, alias, host="127.0.0.1", port=port, n_ctx=n_ctx, threads=threads),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=log, text=True)
     try:
         deadline = time.monotonic() + ready_s
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         while True:
             if proc.poll() is not None:
-                raise SystemExit(f"llm_sampling: error: the server exited: {(proc.stderr.read() or '')[-300:]}")
+                log.seek(0)
+                raise SystemExit(f"llm_sampling: error: the server exited: {' '.join(log.read()[-300:].split())}")
             try:
                 with opener.open(url + "/models", timeout=2):
                     break
@@ -91,6 +94,7 @@ def served(model: str, threads: int, n_ctx: int = 4096, ready_s: float = 300) ->
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def main(argv: list[str] | None = None) -> dict:
