@@ -9,6 +9,14 @@ shape: a few-shot ALFWorld-style transcript, long enough that prefill matters as
 
     python benchmarks/llm_sampling.py --model smollm2 --rollouts 5 --max-tokens 64 --repeats 3
 
+The server backend (`--model openai:URL:MODEL`) is measured the same way: "batched" is one
+`complete(n=5)` call, which sends `n` in one request and, to a server that ignores `n` (llama.cpp),
+the missing samples as concurrent requests for its parallel slots; "sequential" is five calls.
+`--serve` starts `muse-llm serve` (llama-cpp-python's server) on the packaged `--model` first and
+measures through it; that server queues concurrent requests on one context, so expect little gain
+there; llama.cpp's own `llama-server -np 5` (pass its URL as `--model openai:URL:MODEL`) decodes
+them together.
+
 The last line printed is one JSON object: `batched_s`, `sequential_s` (medians over repeats),
 `speedup` (sequential / batched), `prompt_tokens`, and the settings.
 """
@@ -16,11 +24,17 @@ The last line printed is one JSON object: `batched_s`, `sequential_s` (medians o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
@@ -46,6 +60,43 @@ def time_call(fn) -> float:
     return time.perf_counter() - t0
 
 
+@contextlib.contextmanager
+def served(model: str, threads: int, n_ctx: int = 4096, ready_s: float = 300) -> Iterator[str]:
+    """`muse-llm serve` on the packaged `model` at a free local port; yields its openai:URL:MODEL spec."""
+    from llm_side.serve import resolve_gguf, server_argv
+
+    gguf, alias = resolve_gguf(model)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    log = tempfile.TemporaryFile(mode="w+")  # not a pipe: llama.cpp's load log would fill it and block the server
+    proc = subprocess.Popen(server_argv(gguf, alias, host="127.0.0.1", port=port, n_ctx=n_ctx, threads=threads),
+                            stdout=subprocess.DEVNULL, stderr=log, text=True)
+    try:
+        deadline = time.monotonic() + ready_s
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise SystemExit(f"llm_sampling: error: the server exited: {' '.join(log.read()[-300:].split())}")
+            try:
+                with opener.open(url + "/models", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"llm_sampling: error: server at {url} not ready after {ready_s} s") from None
+                time.sleep(0.5)
+        yield f"openai:{url}:{alias}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default=TEST_MODEL, help="a `muse-llm --model` spec (default: the test model)")
@@ -54,6 +105,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--prompt-steps", type=int, default=12, help="transcript steps in the prompt (prefill size)")
     p.add_argument("--temperature", type=float, default=0.5, help="sampling temperature (MUSE-LLM's default)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats of each side (median reported)")
+    p.add_argument("--serve", action="store_true",
+                   help="start `muse-llm serve` on the packaged --model and measure the server backend")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="server threads with --serve")
     args = p.parse_args(argv)
     for name in ("rollouts", "max_tokens", "prompt_steps", "repeats"):
         if getattr(args, name) < 1:
@@ -61,7 +115,18 @@ def main(argv: list[str] | None = None) -> dict:
     if args.temperature <= 0:
         p.error("--temperature must be > 0: greedy decoding draws one sample, so there is nothing to batch")
 
-    llm = load_llm(args.model)
+    if args.serve:
+        if args.model.startswith(("openai:", "hf:")):
+            p.error("--serve takes a packaged model or gguf:FILE as --model")
+        with served(args.model, args.threads) as spec:
+            return measure(args, spec, backend="openai-server (muse-llm serve: llama-cpp-python)")
+    backend = "openai-server" if args.model.startswith("openai:") else "transformers"
+    return measure(args, args.model, backend=backend)
+
+
+def measure(args: argparse.Namespace, spec: str, backend: str) -> dict:
+    """Time one batched `complete(n)` against n sequential calls on the backend of `spec`."""
+    llm = load_llm(spec)
     prompt = rollout_prompt(args.prompt_steps)
     kw = dict(temperature=args.temperature, max_tokens=args.max_tokens, stop=None)
     llm.complete(prompt, n=1, seed=0, **kw)  # warm-up: first-call allocations out of the timing
@@ -81,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
     tok = getattr(llm, "tokenizer", None)
     prompt_tokens = len(tok(prompt).input_ids) if tok is not None else None
     b, s = statistics.median(b_times), statistics.median(s_times)
-    record = {"benchmark": "llm_sampling", "model": args.model, "rollouts": args.rollouts,
+    record = {"benchmark": "llm_sampling", "model": args.model, "backend": backend, "rollouts": args.rollouts,
               "max_tokens": args.max_tokens, "prompt_tokens": prompt_tokens, "temperature": args.temperature,
               "repeats": args.repeats, "batched_s": round(b, 4), "sequential_s": round(s, 4),
               "speedup": round(s / b, 3) if b > 0 else None,

@@ -16,6 +16,13 @@ Columns, as in Tables 3-4:
     episodes in both conditions) and the per-episode seeds are the same, so those episodes are the
     no-adaptation test episodes. Shown only when test_episodes <= adapt_episodes.
 Time to success counts a failed episode as 100 steps (§4.2.2); a column with no success says so.
+
+The trained MUSE of Algorithm 3: `--trained OUT` points MUSE at what `muse-llm alfworld-pipeline --out OUT`
+trained: the LoRA-SFT actor/world model (OUT/actor_sft/merged), the DPO'd reflection model
+(OUT/reflection_dpo/merged) and the self-awareness model M_sa (OUT/msa), all three required. ReAct and
+Reflexion keep the base `--model`, as in the paper. Without `--trained`, MUSE runs the base actor and
+reflection model (with whatever `muse:msa=DIR` names); the tables then say so: a "MUSE parts" line names
+the actor, reflection model and M_sa every MUSE episode used.
 """
 
 from __future__ import annotations
@@ -32,7 +39,36 @@ from muse_common import metrics
 
 AGENTS = ("react", "reflexion", "muse")
 KEYS = ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes",
-        "agents", "env_opt", "agent_opt")
+        "agents", "env_opt", "agent_opt", "trained")
+TRAINED_PARTS = (  # (muse option, folder under the pipeline's OUT, spec prefix, the stage that writes it)
+    ("actor_model", "actor_sft/merged", "hf:", "sft"),
+    ("reflection_model", "reflection_dpo/merged", "hf:", "dpo"),
+    ("msa", "msa", "", "train-sa"),
+)
+
+
+def trained_options(pipeline_out: str | Path) -> dict[str, str]:
+    """MUSE's options for the models Algorithm 3 trained into `pipeline_out`; every part is required."""
+    root = Path(pipeline_out).expanduser()
+    opts = {}
+    for key, sub, prefix, stage in TRAINED_PARTS:
+        folder = root / sub
+        marker = folder / ("msa_meta.json" if key == "msa" else "config.json")
+        if not marker.is_file():
+            raise CompareError(f"--trained {root}: no {sub} (trained by `muse-llm alfworld-pipeline --out {root} "
+                               f"--stage {stage}`); run that stage first or leave --trained out for the base MUSE")
+        opts[key] = f"{prefix}{folder}"
+    return opts
+
+
+def muse_parts(records: list[dict[str, Any]]) -> str:
+    """Which models MUSE's episodes used (trained or base), from the records."""
+    def one(key: str) -> str:
+        values = sorted({str(r.get(key)) for r in records if r.get(key) is not None}) or ["not recorded"]
+        return ", ".join(values)
+    msa = sorted({str(r.get("msa_source") or "untrained") for r in records}) or ["not recorded"]
+    return (f"MUSE parts: actor {one('actor_model')}; reflection model {one('reflection_model')}; "
+            f"M_sa {', '.join(msa)}")
 
 
 class CompareError(ValueError):
@@ -143,7 +179,7 @@ def tables(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], adapt: 
            f"## Table 4: time to success (failures count {TIME_PENALTY} steps)", "", *t4]
     if "muse" in runs:
         recs = runs["muse"][1]
-        out += ["", "## Table 2: MUSE self-awareness on the test episodes", ""]
+        out += ["", muse_parts(recs), "", "## Table 2: MUSE self-awareness on the test episodes", ""]
         if pre:
             out.append(f"- pre-trained: {self_awareness(window(recs, 0, test))}")
         out.append(f"- additional adaptation: {self_awareness(window(recs, adapt, test))}")
@@ -160,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--test-episodes", type=int, help="test episodes per task (paper: 5)")
     p.add_argument("--agent-opt", action="append", default=[], metavar="AGENT:K=V",
                    help="option for one agent, e.g. muse:msa=runs/pipe/msa (repeatable)")
+    p.add_argument("--trained", metavar="PIPELINE_OUT",
+                   help="MUSE uses the actor, reflection model and M_sa that `muse-llm alfworld-pipeline --out "
+                        "PIPELINE_OUT` trained (Algorithm 3); ReAct and Reflexion keep --model")
     p.add_argument("--report-only", action="store_true", help="only print the tables of existing runs")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
@@ -182,6 +221,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise CompareError(f"--agent-opt expects AGENT:KEY=VALUE (e.g. muse:msa=DIR), got '{item}'")
             k, v = kv.split("=", 1)
             agent_opt.setdefault(agent.strip(), {})[k.strip()] = v.strip()
+        if a.trained:
+            cfg["trained"] = a.trained
+        if cfg.get("trained"):
+            agent_opt["muse"] = {**trained_options(cfg["trained"]), **agent_opt.get("muse", {})}
         cfg["agent_opt"] = agent_opt
         if not a.report_only:
             from llm_side import cli

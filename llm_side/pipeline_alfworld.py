@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -124,12 +126,24 @@ def stage_sft(cfg: PipelineConfig) -> dict[str, Any]:
     out = cfg.out / "actor_sft"
     if (out / sft.METRICS_FILE).is_file():
         return json.loads((out / sft.METRICS_FILE).read_text())
+    records = _need(cfg.out / "collect", "collect")
+    base = base_folder(cfg)
     env = _env(cfg)  # the few-shot examples the actor sees at run time
     try:
-        rows = sft.sft_examples(_need(cfg.out / "collect", "collect"), env)
+        rows = sft.sft_examples(records, env, fits=_fits_window(base))
     finally:
         env.close()
-    return sft.run_sft(base_folder(cfg), rows, out, max_steps=cfg.sft_steps, seed=cfg.seed)
+    return sft.run_sft(base, rows, out, max_steps=cfg.sft_steps, seed=cfg.seed)
+
+
+def _fits_window(base: str) -> Any:
+    """`text -> bool`: within the context window of the transformers model in `base` (always True when
+    its config names no window)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    window = getattr(AutoConfig.from_pretrained(base, local_files_only=True), "max_position_embeddings", None)
+    tok = AutoTokenizer.from_pretrained(base, local_files_only=True)
+    return lambda text: not window or len(tok(text, add_special_tokens=False)["input_ids"]) <= int(window)
 
 
 def stage_dpo(cfg: PipelineConfig) -> dict[str, Any]:
@@ -148,7 +162,7 @@ def stage_deploy(cfg: PipelineConfig, *, adapt: bool, llm: Any | None = None,
                  reflection_llm: Any | None = None) -> dict[str, Any]:
     """MUSE on the novel tasks; episodes [0, adapt) adapt M_sa, the next `test_episodes` are scored."""
     from llm_side.agents.muse import make_agent
-    from llm_side.backends import load_llm
+    from llm_side.backends import LazyLLM
     from llm_side.harness.runner import run_eval
     from llm_side.training import sft
 
@@ -157,12 +171,12 @@ def stage_deploy(cfg: PipelineConfig, *, adapt: bool, llm: Any | None = None,
         raise FileNotFoundError(f"no trained M_sa in {msa}; run `--stage train-sa` first.")
     actor_dir = cfg.out / "actor_sft" / sft.MERGED_DIR
     rx_dir = cfg.out / "reflection_dpo" / sft.MERGED_DIR
-    if llm is None:
-        llm = load_llm(f"hf:{actor_dir}" if cfg.use_sft and actor_dir.is_dir() else cfg.model)
     options = dict(cfg.agent_options, msa=str(msa), adapt_episodes=cfg.adapt_episodes if adapt else 0)
+    if llm is None and cfg.use_sft and actor_dir.is_dir():
+        options["actor_model"] = f"hf:{actor_dir}"
     if reflection_llm is None and cfg.use_dpo and rx_dir.is_dir():
         options["reflection_model"] = f"hf:{rx_dir}"
-    agent = make_agent("alfworld", llm, options)
+    agent = make_agent("alfworld", llm or LazyLLM(cfg.model), options)  # loaded only if it writes reflections
     if reflection_llm is not None:
         agent.reflection_llm = reflection_llm
     first_test = cfg.adapt_episodes if adapt else 0
@@ -246,7 +260,13 @@ def main(argv: list[str] | None = None) -> int:
                          sft_steps=a.sft_steps, dpo_steps=a.dpo_steps, sa_epochs=a.sa_epochs, seed=a.seed,
                          dpo_unhelpful=a.dpo_unhelpful, dpo_cross_task=a.dpo_cross_task,
                          env_options=_kv(a.env_opt), agent_options=_kv(a.agent_opt))
-    result = run_stage(cfg, a.stage)
+    try:
+        result = run_stage(cfg, a.stage)
+    except (ValueError, OSError, RuntimeError) as exc:  # no data, nothing left to train, a missing model
+        if os.environ.get("MUSE_LLM_DEBUG"):
+            raise
+        print(f"muse-llm alfworld-pipeline: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     print(json.dumps(result, indent=2, default=str)[:4000])
     return 0
 

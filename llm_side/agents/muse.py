@@ -172,6 +172,8 @@ class MuseAgent(ReflexionAgent):
         extras["chunk_competence"] = getattr(self, "_chunk_scores", [])
         extras["msa_adapted"] = self._adapted
         extras["msa_source"] = self.msa_source
+        extras["actor_model"] = getattr(self.llm, "name", None)
+        extras["reflection_model"] = getattr(self.reflection_llm, "name", None)
         return extras
 
     def memory(self) -> dict[str, Any]:
@@ -223,6 +225,10 @@ class Options(reflexion.Options):
     """k of Algorithm 3: refit M_sa after a task's first k episodes (0 = no deployment adaptation)."""
     reflection_model: str | None = None
     """Model spec of a separately fine-tuned reflection model M_rx; none = the acting LLM reflects."""
+    actor_model: str | None = None
+    """Model spec of a fine-tuned Actor/World model (Algorithm 3's SFT stage, e.g.
+    hf:OUT/actor_sft/merged); the run's --model then writes the reflections unless reflection_model is
+    given, as M_rx is a model of its own in Algorithm 3. none = the run's --model acts."""
 
 
 def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None = None) -> MuseAgent:
@@ -236,9 +242,13 @@ def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None
         replay = load_replay(msa_dir)
     else:
         msa, replay = sa.SelfAwarenessModel(embedder), []
-    kw = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("msa", "embedder", "reflection_model")}
+    models = ("msa", "embedder", "reflection_model", "actor_model")  # loaded here, not MuseAgent's keywords
+    kw = {k: v for k, v in dataclasses.asdict(opts).items() if k not in models}
     if opts.reflection_model:
         kw["reflection_llm"] = load_llm(opts.reflection_model)
+    if opts.actor_model:
+        kw.setdefault("reflection_llm", llm)
+        llm = load_llm(opts.actor_model)
     agent = MuseAgent(llm, msa, replay=replay, **kw)
     agent.msa_source = str(msa_dir) if msa_dir else None
     if not msa_dir:

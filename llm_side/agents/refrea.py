@@ -11,6 +11,16 @@ unit tests pin them without an LLM. Env-generic: prompts use the env's optional 
 `instructions`, and the per-step reward comes from `env.last_result` (a `StepResult`) when the env
 keeps one, or from `observe(result)` if a runner calls it.
 
+Reference model. Paper 003 runs two different models as reasoning and reference model (Table 3 pairs
+Qwen2-72B with Qwen3-32B and finds a stronger reference helps). With the acting model as its own
+reference, the reference's prompt equals the reasoning model's whenever M_new is empty and both decode
+greedily: on a held-out ScienceWorld run (4-3) the similarity was 1.0 at every step and the refinement
+never triggered. The reference therefore defaults to a different packaged model (`default_reference`):
+qwen1.5b (Qwen2.5-Coder-1.5B, the strongest packaged model, the paper's Qwen family) for every acting
+model except qwen1.5b itself, whose reference is qwen0.5b. `reference_model=same` restores the acting
+model as reference; the run's summary.json reports the similarity distribution (`similarity`), so a
+degenerate check (all 1.0) is visible.
+
 Ablations (Table 5): `no_reference` (no reference model and no similarity check; meta-cognition still
 feeds the reasoning model) and `no_metacognition` (the reasoning model sees no memory; insights are
 still generated, promoted on reward and shown to the reference model; insights are made half as often
@@ -31,8 +41,15 @@ from llm_side.harness.contracts import LLM, Decision, Embedder, EpisodeOutcome, 
 from muse_common.settings import Allowed, build_options, integer_at_least, number_at_least, setting
 
 DEFAULT_TAU = 0.8
+DEFAULT_REFERENCE = "qwen1.5b"
+SAME_MODEL = "same"
 DEFAULT_MAX_SAMPLES = 5
 MAX_INSIGHT_CHARS = 300
+
+
+def default_reference(acting: str | None) -> str:
+    """The packaged model that serves as reference for acting model spec `acting` (module docstring)."""
+    return "qwen0.5b" if (acting or "").strip() == DEFAULT_REFERENCE else DEFAULT_REFERENCE
 
 
 # ---- memory rules (pure) ---------------------------------------------------------------------------
@@ -291,7 +308,8 @@ class Options:
     no_metacognition: bool = False
     """Table 5 ablation: the reasoning model sees no memory."""
     reference_model: str | None = None
-    """Model spec of the reference model (another backend, via load_llm); none = the acting LLM."""
+    """Model spec of the reference model (another backend, via load_llm); none = `default_reference` of
+    the acting model (module docstring); `same` = the acting model, whose similarity is then mostly 1.0."""
     embedder: str | None = None
     """Sentence embedder of the similarity check (name or folder); none = the packaged MiniLM."""
     max_tokens: int = setting(prompting.THOUGHT_TOKENS, integer_at_least(1))
@@ -310,9 +328,16 @@ def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None
     opts = dataclasses.asdict(build_options(Options, opts, "refrea"))
     reference = opts.pop("reference_model", None)
     embedder_name = opts.pop("embedder", None)
-    reference_llm = None
-    if reference:
-        from llm_side.backends import LazyLLM
+    agent = RefReaAgent(llm, embedder_name=embedder_name, **opts)  # validates the options first
+    if not agent.no_reference and (reference or "").strip() != SAME_MODEL:
+        from llm_side.backends import LazyLLM, check_available
 
-        reference_llm = LazyLLM(reference)
-    return RefReaAgent(llm, reference_llm=reference_llm, embedder_name=embedder_name, **opts)
+        reference = reference or default_reference(getattr(llm, "name", None))
+        try:
+            check_available(reference)
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise ValueError(f"refrea's reference model: {exc}; or pass --agent-opt reference_model=SPEC "
+                             "(reference_model=same: the acting model, whose similarity is then mostly 1.0)"
+                             ) from None
+        agent.reference_llm = LazyLLM(reference)
+    return agent

@@ -79,7 +79,7 @@ def _build_llm(spec: str) -> Any:
     if spec.startswith("hf:"):
         from llm_side.backends.local import load_hf_dir
 
-        return load_hf_dir(spec[3:])
+        return load_hf_dir(spec[3:], name=spec)
     if spec.startswith("gguf:"):
         from llm_side.backends.local import load_gguf_file
 

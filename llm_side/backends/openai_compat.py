@@ -2,8 +2,15 @@
 
 Standard library only (urllib), so it runs without torch. Requests time out; connection failures,
 timeouts, 429 and 5xx are retried a bounded number of times with exponential backoff; then one
-error names the URL. Servers that ignore `n` (llama.cpp returns one choice) are asked again until
-`n` replies are in.
+error names the URL.
+
+`n` samples (MUSE-LLM's rollouts) are one batched request: `n` is sent, and a server that honours it
+(vLLM) decodes them together. A server that ignores it (llama.cpp's servers return one choice) gets the
+missing samples as concurrent single-choice requests, at most `parallel` in flight
+(MUSE_LLM_HTTP_PARALLEL, default 8), and every later call goes out that way at once: a server with
+parallel slots decodes them together (llama.cpp's `llama-server -np N`, continuous batching), one
+without (llama-cpp-python's server, which `muse-llm serve` starts, queues requests on one context)
+answers them one after another, as before. benchmarks/llm_sampling.py measures both sides.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from llm_side.backends import BackendRequestError, env_number, truncate_at_stop
@@ -41,12 +49,17 @@ class OpenAICompatLLM:
         retries: int = 3,
         backoff: float = 1.0,
         api_key: str | None = None,
+        parallel: int = 8,
     ):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"OpenAI-compatible URL must start with http:// or https://, got '{base_url}'")
         self.base_url, self.model = base_url.rstrip("/"), model
         self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        if int(parallel) < 1:
+            raise ValueError(f"parallel requests must be >= 1, got {parallel}")
+        self.parallel = int(parallel)
+        self.ignores_n = False  # learnt from the first reply with fewer choices than asked
         self.name = f"openai:{self.base_url}:{model}"
         host = urllib.parse.urlsplit(self.base_url).hostname or ""
         # A local server is never reached through an HTTP proxy from the environment.
@@ -55,7 +68,8 @@ class OpenAICompatLLM:
 
     @classmethod
     def from_spec(cls, spec: str) -> OpenAICompatLLM:
-        """`openai:URL:MODEL`; MUSE_LLM_HTTP_TIMEOUT and MUSE_LLM_HTTP_RETRIES tune the client."""
+        """`openai:URL:MODEL`; MUSE_LLM_HTTP_TIMEOUT, MUSE_LLM_HTTP_RETRIES and MUSE_LLM_HTTP_PARALLEL tune
+        the client."""
         body = spec.removeprefix("openai:")
         url, sep, model = body.rpartition(":")
         if not sep or not url or not model or "/" in model:
@@ -67,6 +81,7 @@ class OpenAICompatLLM:
             model,
             timeout=env_number("MUSE_LLM_HTTP_TIMEOUT", 120.0, integer=False, low=0, above=True),
             retries=int(env_number("MUSE_LLM_HTTP_RETRIES", 3, integer=True, low=0)),
+            parallel=int(env_number("MUSE_LLM_HTTP_PARALLEL", 8, integer=True, low=1)),
         )
 
     def complete(
@@ -119,27 +134,31 @@ class OpenAICompatLLM:
             raise BackendRequestError(f"n and max_tokens must be >= 1, got n={n}, max_tokens={max_tokens}; "
                                       "fix the agent option (e.g. --agent-opt max_tokens=128)")
         stops = [s for s in (stop or ()) if s][:4]  # the OpenAI API takes at most 4
-        out: list[str] = []
-        for _ in range(n):  # at most n requests even when a server returns one choice each time
-            payload = {
-                **body,
-                "model": self.model,
-                "n": n - len(out),
-                "temperature": float(temperature),
-                "max_tokens": int(max_tokens),
-            }
+
+        def request(count: int, first: int) -> list[str]:
+            payload = {**body, "model": self.model, "n": count, "temperature": float(temperature),
+                       "max_tokens": int(max_tokens)}
             if stops:
                 payload["stop"] = stops
             if seed is not None:
-                payload["seed"] = int(seed) + len(out)
+                payload["seed"] = int(seed) + first
             choices = self._post(path, payload).get("choices") or []
             if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
                 raise BackendUnavailable(f"{self.base_url}{path} answered 'choices' = {str(choices)[:80]}, not a list "
                                          "of completion objects; is --model openai:URL:MODEL an OpenAI-compatible "
                                          "server?")
-            out.extend(truncate_at_stop(text_of(c), stop) for c in choices)
+            return [truncate_at_stop(text_of(c), stop) for c in choices][:count]
+
+        out: list[str] = []
+        if n == 1 or not self.ignores_n:
+            out = request(n, 0)  # one batched request
             if len(out) >= n:
-                break
+                return out[:n]
+            self.ignores_n = self.ignores_n or (n > 1 and len(out) <= 1)
+        done, missing = len(out), n - len(out)  # the rest as concurrent single-choice requests (the server's slots)
+        with ThreadPoolExecutor(max_workers=min(missing, self.parallel)) as pool:
+            for texts in pool.map(lambda i: request(1, done + i), range(missing)):
+                out.extend(texts)
         if len(out) < n:
             raise BackendUnavailable(f"{self.base_url}{path} returned {len(out)} of {n} requested choices")
         return out[:n]

@@ -5,10 +5,11 @@ self-awareness accuracy (competence > threshold as a success prediction) and AUR
 step's competence is scored against its episode's outcome.
 
 Every row says what was run: model, backend and step limit come from the folder's run.json (written
-by `muse-llm run`); env tables that pool records are made once per (model, backend, max steps), never
-across them. Degenerate figures are said in words: no time to success when no episode succeeded (the
-100-step penalty would be the only number), no AUROC/ROC when every episode had one outcome, and a
-note when MUSE's M_sa was untrained.
+by `muse-llm run`); env tables that pool records are made once per (model, backend, max steps, agent
+options), never across them: runs of one agent with different options (e.g. Metagent-P's ablation rungs or
+max_replans) are different settings. Degenerate figures are said in words: no time to success when no
+episode succeeded (the 100-step penalty would be the only number), no AUROC/ROC when every episode had
+one outcome, and a note when MUSE's M_sa was untrained.
 """
 
 from __future__ import annotations
@@ -88,12 +89,16 @@ def backend_of(model: str) -> str:
 
 
 def run_settings(folder: str | Path) -> dict[str, Any]:
-    """model, backend and max_steps of a run folder (from run.json; 'unknown' where it has none)."""
+    """model, backend, max_steps and agent options of a run folder (from run.json; 'unknown' where it has
+    none; options as sorted 'key=value' text, 'default options' when none were given)."""
     info = _run_file(Path(folder))
     model = str(info.get("model") or "")
     max_steps = info.get("max_steps")
+    opts = info.get("agent_opt") if isinstance(info.get("agent_opt"), dict) else {}
+    options = ", ".join(f"{k}={opts[k]}" for k in sorted(opts)) or "default options"
     return {"model": model or "unknown", "backend": backend_of(model),
-            "max_steps": "env default" if max_steps is None and info else (max_steps or "unknown")}
+            "max_steps": "env default" if max_steps is None and info else (max_steps or "unknown"),
+            "agent_opt": options}
 
 
 def competence_pairs(records: list[dict[str, Any]]) -> tuple[list[float], list[bool]]:
@@ -217,18 +222,18 @@ def report(folders: Sequence[str | Path], threshold: float = 0.5) -> tuple[list[
     if len(curves) > 1:
         parent = Path(os.path.commonpath([str(p.resolve()) for p in paths]))
         plots.append(metrics.plot_roc(curves, parent / "roc_combined.png", title="Self-awareness ROC"))
-    # env tables pool records across runs: only runs with the same model, backend and step limit
-    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    # env tables pool records across runs: only runs with the same model, backend, step limit and options
+    groups: dict[tuple[str, str, str, str, str], list[dict[str, Any]]] = {}
     for name, (_, recs) in runs.items():
         key = settings[name]
         for r in recs:
-            groups.setdefault((str(r["env"]), str(key["model"]), str(key["backend"]), str(key["max_steps"])),
-                              []).append(r)
+            groups.setdefault((str(r["env"]), str(key["model"]), str(key["backend"]), str(key["max_steps"]),
+                               str(key["agent_opt"])), []).append(r)
     several = len({k[1:] for k in groups}) > 1
-    for (env_name, model, backend, max_steps), recs in groups.items():
+    for (env_name, model, backend, max_steps, options), recs in groups.items():
         hook = env_hook(env_name)
         if hook is not None:
-            suffix = f" [model {model}, {backend}, max steps {max_steps}]" if several else ""
+            suffix = f" [model {model}, {backend}, max steps {max_steps}, {options}]" if several else ""
             tables.extend((title + suffix, md) for title, md in hook(recs))
     return tables, plots
 

@@ -30,6 +30,22 @@ def _figures(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def similarity_distribution(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """RefRea's reasoning/reference action similarities over every step of the run (paper 003 Figure 3,
+    right): count, mean, quantiles, and the share of steps at 1.0 (identical actions: the check cannot
+    trigger) and below the run's tau (the refinement triggered). None when no record has similarities."""
+    sims = [float(s) for r in records for s in (r.get("similarities") or []) if s is not None]
+    if not sims:
+        return None
+    taus = {r.get("tau") for r in records if r.get("tau") is not None}
+    tau = float(next(iter(taus))) if len(taus) == 1 else None
+    q = np.quantile(sims, [0.0, 0.1, 0.5, 0.9, 1.0])
+    return {"steps": len(sims), "mean": float(np.mean(sims)), "std": float(np.std(sims)),
+            "min": float(q[0]), "p10": float(q[1]), "median": float(q[2]), "p90": float(q[3]), "max": float(q[4]),
+            "share_identical": float(np.mean([s >= 1.0 - 1e-6 for s in sims])),
+            "tau": tau, "share_below_tau": None if tau is None else float(np.mean([s < tau for s in sims]))}
+
+
 def summarize(records: list[dict[str, Any]], *, expected: int | None = None) -> dict[str, Any]:
     """Overall and per-task success rate, mean steps, mean score and counts. `expected` is how many
     episodes the run asked for, so a partial summary says how far it got."""
@@ -48,4 +64,7 @@ def summarize(records: list[dict[str, Any]], *, expected: int | None = None) -> 
             "per_task": {t: _figures(rs) for t, rs in sorted(by_task.items())},
         }
     )
+    sims = similarity_distribution(records)
+    if sims is not None:
+        out["similarity"] = sims
     return out

@@ -12,12 +12,21 @@ Choices the paper leaves open (it does not say how a pair is formed; DPO needs a
   `include_unhelpful` (a reflection after which a failure stayed a failure also counts as negative) and
   `cross_task` (a negative may come from another task of the same group, e.g. ALFWorld task type, then
   any task; its text then answers another task's prompt, an approximation).
+
+Lengths come from the data. trl's DPOConfig default `max_length=1024` drops every pair whose prompt
+reaches it, and the shortest ALFWorld reflection prompt (instruction + the two Reflexion examples, empty
+transcript) is 1535 tokens (SmolLM2 tokenizer): at that default every pair was dropped and training
+failed with `num_samples=0`. Here the limit is the longest pair (prompt + the longer reply + EOS), so
+nothing is truncated; a pair longer than the model's window has the oldest steps of its transcript
+dropped (`shorten_transcript`, as the Reflexion agent fits its query to its budget); the metrics and
+one stderr line say how many pairs were trained on, and none left is one clear error.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -66,11 +75,54 @@ def preference_pairs(records: Iterable[dict[str, Any]], *, group: Callable[[str]
     return rows
 
 
+_STEP = re.compile(r"^> .*\n(?:(?!> |STATUS:).*\n)*", re.M)
+
+
+def shorten_transcript(prompt: str) -> str | None:
+    """The reflection prompt with the oldest step ('> action' + its observation lines) of its own
+    transcript (after the last 'Here is the task' / before 'STATUS:') dropped; None when none is left."""
+    status = prompt.rfind("\nSTATUS:")
+    if status < 0:
+        return None
+    begin = max(prompt.rfind("Here is the task", 0, status), prompt.rfind("\n\n", 0, status), 0)
+    body = prompt[begin:status + 1]
+    m = _STEP.search(body)
+    if m is None:
+        return None
+    marker = "[... earlier steps omitted ...]\n"
+    new_body = body[:m.start()] + ("" if marker in body else marker) + body[m.end():]
+    return prompt[:begin] + new_body + prompt[status + 1:]
+
+
+def pair_tokens(prompt: str, pair: dict[str, str], count: Callable[[str], int]) -> int:
+    """Tokens of the prompt with the longer of the two replies."""
+    return max(count(prompt + pair["chosen"]), count(prompt + pair["rejected"]))
+
+
+def fit_pairs(pairs: list[dict[str, str]], count: Callable[[str], int], window: int | None
+              ) -> tuple[list[dict[str, str]], int]:
+    """(pairs that fit `window` tokens, each shortened at its transcript's head if needed; how many
+    could not be made to fit and were left out)."""
+    kept, left_out = [], 0
+    for pair in pairs:
+        prompt = pair["prompt"]
+        while window is not None and pair_tokens(prompt, pair, count) + 1 > window:
+            prompt = shorten_transcript(prompt)
+            if prompt is None:
+                break
+        if prompt is None:
+            left_out += 1
+        else:
+            kept.append({**pair, "prompt": prompt})
+    return kept, left_out
+
+
 def run_dpo(base: str | Path, pairs: list[dict[str, str]], out_dir: str | Path, *, max_steps: int = 50,
-            lr: float = 5e-5, beta: float = 0.1, lora_r: int = 8, max_length: int = 1024, seed: int = 0,
+            lr: float = 5e-5, beta: float = 0.1, lora_r: int = 8, seed: int = 0,
             merge: bool = True) -> dict[str, Any]:
     """LoRA-DPO of the model in folder `base` on `pairs`; writes `out_dir` atomically (adapter, merged
-    model if `merge`, metrics.json). Returns the metrics."""
+    model if `merge`, metrics.json). The sequence limit is the longest pair (see the module docstring).
+    Returns the metrics."""
     if not pairs:
         raise ValueError("no DPO preference pairs: no task of the collection run has both a reflection "
                          "after which a failure turned into success and one after which a success turned into "
@@ -80,19 +132,36 @@ def run_dpo(base: str | Path, pairs: list[dict[str, str]], out_dir: str | Path, 
     from trl import DPOConfig, DPOTrainer
 
     model, tok = lora_io.load_base(base)
+    window = lora_io.model_window(model)
+
+    def count(text: str) -> int:
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    kept, left_out = fit_pairs(pairs, count, window)
+    if not kept:
+        raise ValueError(f"none of the {len(pairs)} DPO pairs fits the model's window of {window} tokens even "
+                         "with its transcript dropped; fine-tune a model with a longer window (--base).")
+    longest = max(pair_tokens(p["prompt"], p, count) for p in kept) + 1  # + the EOS trl appends
     peft_model = lora_io.wrap_lora(model, lora_r)
     before = lora_io.lora_snapshot(peft_model)
     with lora_io.staging(out_dir) as tmp:
         cfg = DPOConfig(output_dir=str(tmp / "trainer"), max_steps=max_steps, learning_rate=lr, beta=beta,
-                        per_device_train_batch_size=min(2, len(pairs)), gradient_accumulation_steps=1,
+                        per_device_train_batch_size=min(2, len(kept)), gradient_accumulation_steps=1,
                         logging_steps=1, save_strategy="no", report_to=[], seed=seed,
-                        max_length=max_length, use_cpu=True, bf16=False, fp16=False,
+                        max_length=longest, use_cpu=True, bf16=False, fp16=False,
                         dataloader_num_workers=0, disable_tqdm=True)
-        trainer = DPOTrainer(model=peft_model, ref_model=None, args=cfg, train_dataset=Dataset.from_list(pairs),
+        trainer = DPOTrainer(model=peft_model, ref_model=None, args=cfg, train_dataset=Dataset.from_list(kept),
                              processing_class=tok)
+        trained = len(trainer.train_dataset)
+        if not trained:
+            raise ValueError(f"trl left none of the {len(kept)} DPO pairs to train on (max_length {longest}); "
+                             "nothing was trained.")
+        lora_io.log(f"DPO: training on {trained} of {len(pairs)} pairs offered (longest {longest} tokens, model "
+                    f"window {window}; {left_out} left out: longer than the window without their transcript)")
         result = trainer.train()
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-        metrics = {"pairs": len(pairs), "steps": int(result.global_step), "losses": losses,
+        metrics = {"pairs": len(pairs), "pairs_trained": trained, "pairs_left_out": left_out, "max_length": longest,
+                   "model_window": window, "steps": int(result.global_step), "losses": losses,
                    "final_loss": float(result.training_loss),
                    "lora_delta": lora_io.lora_change(before, lora_io.lora_snapshot(peft_model)), "base": str(base)}
         lora_io.save(peft_model, tok, tmp, merge=merge, metrics=metrics)

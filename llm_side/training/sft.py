@@ -3,11 +3,24 @@
 The actor is trained on the prompt it sees at run time: every step of a successful episode becomes one
 prompt-completion row whose prompt is exactly what the Reflexion/MUSE actor builds at that step (the
 env's few-shot examples, the reflections loaded for that episode, the task, the transcript so far within
-the context budget, the '>' cue; built by the agent's own `build_prompt`) and whose completion is the
-action taken (' action\n'); only the completion is trained. The paper says only "SFT with only successful
-episodes"; one row per step (rather than one per episode with the observations in the completion) is our
-choice: the model learns to write actions, not to predict the env's answers. Also holds the LoRA plumbing
-shared with `dpo.py`: load a base folder, wrap it in LoRA, save adapter + merged model atomically.
+the context budget, the '>' cue; built by the agent's own `build_prompt`) and whose completion is what
+follows that cue in the transcript: the action, the env's answer and the next step's cue
+(' action\nobservation\n>'). Only the completion is trained. The paper says only "SFT with only
+successful episodes"; one row per step is our choice.
+
+Why the completion ends with the next '>' cue and no end-of-sequence token: in MUSE the actor is also the
+world model whose look-ahead rollouts run "up to the context window" (paper 000 §4.1.3), and at run time a
+step is separated from the next by the observation and the '>' cue, never by EOS. trl appends EOS to every
+text completion ("Adding EOS to train dataset"); on the packaged SmolLM2 that one token was 56-81% of a
+' action\n' row's completion loss, and the fine-tuned actor's rollouts stopped after one action. The rows
+are therefore tokenized here (`tokenize_rows`: input_ids + completion_mask), which trl trains on as given.
+
+Lengths come from the data: the sequence limit is the longest row (nothing is truncated); a row longer
+than the model's window is rebuilt with the oldest transcript steps dropped (as the actor itself does at
+run time with a smaller budget). The metrics say how many rows were offered and how many were trained on.
+
+Also holds the LoRA plumbing shared with `dpo.py`: load a base folder, wrap it in LoRA, save adapter +
+merged model atomically.
 """
 
 from __future__ import annotations
@@ -15,8 +28,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +41,24 @@ ADAPTER_DIR = "adapter"
 MERGED_DIR = "merged"
 
 
-def sft_examples(records: Iterable[dict[str, Any]], env: Any = None, *, context_tokens: int = 6000
-                 ) -> list[dict[str, str]]:
+STEP_CUE = ">"
+"""What ends an SFT completion: the cue of the next step in the run-time transcript ('> action\nobs\n>')."""
+
+
+def completion_text(action: str, observation: str) -> str:
+    """What follows the '>' cue in the transcript at run time: the action, the env's answer and the
+    next step's cue (`prompting.format_steps` + the agent's '>' tail), never an end-of-sequence token."""
+    return f" {action}\n{observation.strip()}\n{STEP_CUE}"
+
+
+def sft_examples(records: Iterable[dict[str, Any]], env: Any = None, *, context_tokens: int = 6000,
+                 fits: Callable[[str], bool] | None = None) -> list[dict[str, str]]:
     """Prompt-completion rows from the successful records (runner fields: task, episode, memory,
     first_observation, task_text, actions, observations), one per step, in the run-time prompt format.
     `env` supplies the few-shot examples (`react_examples(task_id)`, as the agents get them); the
-    reflections are the task's memory before that episode (`records.memory_before`)."""
+    reflections are the task's memory before that episode (`records.memory_before`). `fits(prompt +
+    completion)` (e.g. "within the model's window"): a row that does not fit is rebuilt with a smaller
+    transcript budget, so the transcript's oldest steps go first and the completion is always kept."""
     from llm_side.agents.reflexion import ReflexionAgent
     from llm_side.harness.contracts import Observation
     from llm_side.harness.records import memory_before
@@ -51,7 +77,13 @@ def sft_examples(records: Iterable[dict[str, Any]], env: Any = None, *, context_
         observation = first
         for action, next_obs in zip(r["actions"], r.get("observations") or [], strict=False):
             actor._record_observation(observation)
-            rows.append({"prompt": actor.build_prompt(), "completion": f" {action}\n"})
+            completion = completion_text(action, next_obs)
+            prompt = actor.build_prompt()
+            while fits is not None and not fits(prompt + completion) and actor.context_tokens > 64:
+                actor.context_tokens = actor.context_tokens * 3 // 4  # drop the transcript's head
+                prompt = actor.build_prompt()
+            actor.context_tokens = context_tokens
+            rows.append({"prompt": prompt, "completion": completion})
             actor._last_action = action
             observation = next_obs
     return rows
@@ -120,15 +152,50 @@ def save(peft_model: Any, tok: Any, folder: Path, *, merge: bool, metrics: dict[
     tok.save_pretrained(folder / ADAPTER_DIR)
     if merge:
         merged = peft_model.merge_and_unload()
+        # trl trains with the KV cache off (gradient checkpointing); the saved model generates at run time,
+        # where generating without the cache recomputes the whole prompt for every token
+        merged.config.use_cache = True
+        if getattr(merged, "generation_config", None) is not None:
+            merged.generation_config.use_cache = True
         merged.save_pretrained(folder / MERGED_DIR)
         tok.save_pretrained(folder / MERGED_DIR)
     atomic_write_json(folder / METRICS_FILE, metrics)
 
 
+def model_window(model: Any) -> int | None:
+    """The model's context window in tokens (`max_position_embeddings`), None when it does not say."""
+    cfg = getattr(model, "config", None)
+    value = getattr(cfg, "max_position_embeddings", None) if cfg is not None else None
+    return int(value) if value else None
+
+
+def tokenize_rows(rows: Sequence[dict[str, str]], tok: Any) -> list[dict[str, list[int]]]:
+    """input_ids + completion_mask of prompt + completion, with no token added (no BOS/EOS beyond what
+    the tokenizer itself writes for the text). The completion starts where the tokenized prompt and
+    prompt + completion diverge (tokens may merge across the boundary), as trl does."""
+    out = []
+    for row in rows:
+        prompt_ids = tok(row["prompt"], add_special_tokens=False)["input_ids"]
+        ids = tok(row["prompt"] + row["completion"], add_special_tokens=False)["input_ids"]
+        start = 0
+        while start < min(len(prompt_ids), len(ids)) and prompt_ids[start] == ids[start]:
+            start += 1
+        out.append({"input_ids": ids, "completion_mask": [0] * start + [1] * (len(ids) - start)})
+    return out
+
+
+def log(line: str) -> None:
+    """One progress line of a training stage on stderr (stdout carries the stage's JSON)."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def run_sft(base: str | Path, rows: Sequence[dict[str, str]], out_dir: str | Path, *, max_steps: int = 100,
-            lr: float = 2e-4, lora_r: int = 8, max_length: int = 2048, seed: int = 0, merge: bool = True
-            ) -> dict[str, Any]:
-    """LoRA-SFT of the model in folder `base` on prompt-completion `rows`; writes `out_dir` atomically."""
+            lr: float = 2e-4, lora_r: int = 8, seed: int = 0, merge: bool = True) -> dict[str, Any]:
+    """LoRA-SFT of the model in folder `base` on prompt-completion `rows`; writes `out_dir` atomically.
+
+    Rows are tokenized here (no EOS appended, see the module docstring); the sequence limit is the longest
+    row, so nothing is truncated. Rows longer than the model's window, or with an empty completion, are
+    left out and counted (`rows_left_out`); none left is an error."""
     if not rows:
         raise ValueError("no successful episodes to fine-tune the actor on: the collection run has no "
                          "success; run more episodes or a stronger --model.")
@@ -136,18 +203,33 @@ def run_sft(base: str | Path, rows: Sequence[dict[str, str]], out_dir: str | Pat
     from trl import SFTConfig, SFTTrainer
 
     model, tok = load_base(base)
+    window = model_window(model)
+    encoded = tokenize_rows(rows, tok)
+    kept = [e for e in encoded if sum(e["completion_mask"]) and (window is None or len(e["input_ids"]) <= window)]
+    left_out = len(encoded) - len(kept)
+    if not kept:
+        raise ValueError(f"none of the {len(rows)} SFT rows fits the model's window of {window} tokens with its "
+                         "completion; fine-tune a model with a longer window (--base) or lower the agents' "
+                         "context_tokens.")
+    longest = max(len(e["input_ids"]) for e in kept)
     peft_model = wrap_lora(model, lora_r)
     before = lora_snapshot(peft_model)
     with staging(out_dir) as tmp:
         cfg = SFTConfig(output_dir=str(tmp / "trainer"), max_steps=max_steps, learning_rate=lr,
-                        per_device_train_batch_size=min(2, len(rows)), logging_steps=1, save_strategy="no",
-                        report_to=[], seed=seed, max_length=max_length, completion_only_loss=True,
+                        per_device_train_batch_size=min(2, len(kept)), logging_steps=1, save_strategy="no",
+                        report_to=[], seed=seed, max_length=longest, completion_only_loss=True,
                         use_cpu=True, bf16=False, fp16=False, dataloader_num_workers=0, disable_tqdm=True)
-        trainer = SFTTrainer(model=peft_model, args=cfg, train_dataset=Dataset.from_list(list(rows)),
+        trainer = SFTTrainer(model=peft_model, args=cfg, train_dataset=Dataset.from_list(kept),
                              processing_class=tok)
+        trained = len(trainer.train_dataset)
+        if not trained:
+            raise ValueError(f"trl left none of the {len(kept)} SFT rows to train on; nothing was fine-tuned.")
+        log(f"SFT: training on {trained} of {len(rows)} rows offered (longest {longest} tokens, model window "
+            f"{window}; {left_out} left out: longer than the window or no completion)")
         result = trainer.train()
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-        metrics = {"rows": len(rows), "steps": int(result.global_step), "losses": losses,
+        metrics = {"rows": len(rows), "rows_trained": trained, "rows_left_out": left_out, "max_length": longest,
+                   "model_window": window, "steps": int(result.global_step), "losses": losses,
                    "final_loss": float(result.training_loss),
                    "lora_delta": lora_change(before, lora_snapshot(peft_model)), "base": str(base)}
         save(peft_model, tok, tmp, merge=merge, metrics=metrics)

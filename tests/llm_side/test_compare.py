@@ -85,3 +85,30 @@ def test_compare_settings_file_errors_are_the_run_commands(tmp_path, capsys, tex
     if "episdes" in text:
         assert main(["run", "--config", str(cfg), "--out", str(tmp_path / "r")]) == 2
         assert words.replace("env", "") in capsys.readouterr().err
+
+
+def test_compare_trained_points_muse_at_the_pipeline_models(tmp_path, capsys, monkeypatch):
+    """Tables 3-4 as the paper ran them: the Algorithm 3 MUSE (fine-tuned actor, DPO'd M_rx, trained
+    M_sa) beside ReAct and Reflexion on the base model."""
+    pipe = tmp_path / "pipe"
+    (pipe / "actor_sft" / "merged").mkdir(parents=True)
+    (pipe / "actor_sft" / "merged" / "config.json").write_text("{}")
+    base = ["compare", "--env", "fake", "--out", str(tmp_path / "cmp"), "--trained", str(pipe), "--no-progress"]
+    assert main(base) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no reflection_dpo/merged" in err[0] and "--stage dpo" in err[0]
+    (pipe / "reflection_dpo" / "merged").mkdir(parents=True)
+    (pipe / "reflection_dpo" / "merged" / "config.json").write_text("{}")
+    (pipe / "msa").mkdir()
+    (pipe / "msa" / "msa_meta.json").write_text("{}")
+    calls = []
+    monkeypatch.setattr("llm_side.cli.main", lambda argv: calls.append(argv) or 1)
+    assert main(base) == 1  # stops at the first (fake) run; its argv is what matters
+    react = calls[0]
+    assert react[react.index("--agent") + 1] == "react" and "--agent-opt" not in react
+    muse = compare.run_argv("muse", {"env": "fake", "seed": 0, "adapt_episodes": 5, "test_episodes": 5,
+                                     "agent_opt": {"muse": compare.trained_options(pipe)}}, tmp_path, False)
+    assert f"actor_model=hf:{pipe / 'actor_sft' / 'merged'}" in muse
+    assert f"reflection_model=hf:{pipe / 'reflection_dpo' / 'merged'}" in muse and f"msa={pipe / 'msa'}" in muse
+    recs = [{"actor_model": "hf:A", "reflection_model": "hf:R", "msa_source": "M"}]
+    assert compare.muse_parts(recs) == "MUSE parts: actor hf:A; reflection model hf:R; M_sa M"

@@ -110,9 +110,22 @@ def test_task_is_decomposed_then_each_subgoal_is_planned_with_rules_as_guidance(
     assert guided and "known rules: craft oak_planks: Check if inventory contains 1 log" in guided[0]
 
 
-# ---- point 12: the verifier cannot deadlock the agent ----------------------------------------------
+def test_by_default_a_pooled_rule_is_checked_before_execution_and_always_vetoes():
+    """Paper 002 §2.3: symbolic rules are checked before an action runs; no evidence or veto cap first."""
+    v = Verifier(ScriptedLLM([GOOD_SCORES]), canon=canonical)
+    v.learn("mine, stone", "Rule1: Check if inventory contains 1 wooden_pickaxe")
+    mine = {"name": "mine", "args": {"obj": "stone"}}
+    for _ in range(5):  # never confirmed by the env, vetoed every time
+        fb = v.check(mine, {})
+        assert not fb.ok and fb.source == "rule" and "1 wooden_pickaxe" in fb.suggestion
+    assert v.check(mine, {"wooden_pickaxe": 1}).ok
+    assert build_config({}).rule_evidence == 0 and build_config({}).rule_veto_limit is None
+    assert build_config({"rule_veto_limit": "none", "rule_evidence": "1"}).rule_evidence == 1
+
+
+# ---- point 12 (option rule_evidence / rule_veto_limit): wrong rules cannot block an episode ------------
 def test_rules_veto_only_after_evidence_and_are_dropped_when_the_blocked_step_succeeds():
-    v = Verifier(ScriptedLLM([GOOD_SCORES]), canon=canonical, veto_limit=2)
+    v = Verifier(ScriptedLLM([GOOD_SCORES]), canon=canonical, min_evidence=1, veto_limit=2)
     v.learn("find, oak_log", "Rule1: Check if inventory contains oak_log")
     find = {"name": "find", "args": {"obj": "oak_log"}}
     assert len(v) == 1 and v.check(find, {}).ok  # a candidate (no evidence yet) cannot veto
@@ -156,7 +169,7 @@ def test_a_verifier_that_says_no_to_everything_does_not_stop_a_sand_task():
             return workflow(("find", "sand"), ("approach", "sand"), ("mine", "sand"))
         return '{"rational": false, "suggestion": "find sand", "confidence": 0.9}'
 
-    agent = agent_with(reply, max_replans=12)
+    agent = agent_with(reply, max_replans=12, rule_evidence=1, rule_veto_limit=2)
     won, traj = play(agent, make_env(hazards="false"), "mine_sand", steps=12)
     assert won and not any("oak_log" in a for a, _ in traj)
     assert agent.verifier.dropped >= 1 and agent.replans < 12
@@ -168,6 +181,29 @@ def test_garbage_planner_explores_this_tasks_target_not_another_tasks():
     agent = agent_with(lambda p, i: "no json", max_replans=2, plan_retries=0)
     _, traj = play(agent, make_env(hazards="false"), "mine_sand", steps=3)
     assert traj[0][0] == "find sand" and not any("oak_log" in a for a, _ in traj)
+
+
+# ---- replanning is not capped by default: RC can exceed 12 (paper 002 reports 13-28) -----------------
+@pytest.mark.parametrize("cap, expected", [(None, 20), ("12", 12)])
+def test_replanning_is_uncapped_by_default(cap, expected):
+    """A planner that mines logs without finding them first: every step fails and is re-planned."""
+    def reply(p, i):
+        if "Break the task into" in p:
+            return '{"subgoals": ["mine 1 oak_log"]}'
+        if "review the plan" in p:
+            return '{"rational": false, "suggestion": "mine again", "confidence": 0.9}'
+        if "Revise the list" in p:
+            return '{"subgoals": ["mine 1 oak_log"]}'
+        if "RESPONSE FORMAT" in p:
+            return workflow(("mine", "oak_log"))
+        return '{"return": {"success": true, "suggestion": ""}}'
+
+    opts = {} if cap is None else {"max_replans": cap}
+    agent = agent_with(reply, **opts)
+    assert agent.cfg.max_replans == (None if cap is None else 12)
+    won, traj = play(agent, make_env(hazards="false"), "mine_log", steps=21)
+    assert not won and sum(o.startswith("Failed") for _, o in traj) == expected + 1
+    assert agent.episode_extras()["recoveries"] == agent.replans == expected
 
 
 # ---- point 3: replanning count = recoveries from failed states in successful episodes ---------------
@@ -209,3 +245,42 @@ def test_report_rc_averages_recoveries_over_successful_episodes_only():
     (_, t2), (_, t8), *_ = report_tables(recs)
     assert "| metagent-p | 66.67 / 2.0 | - | - | 0.00 / - | - |" in t2  # (1 + 3) / 2 successes
     assert "| basic | mine_log | 66.67 / 2.0 |" in t8
+
+
+# ---- the prompts' placeholders never reach the agent as content -------------------------------------------
+def test_template_placeholders_are_refused_and_re_asked():
+    from llm_side.agents.metagent_p import parsing
+
+    assert parsing.parse_reflection('{"rational": false, "suggestion": "...", "confidence": 0.6}') is None
+    assert parsing.parse_reflection('{"rational": true, "suggestion": "", "confidence": 0.9}') == (True, "", 0.9)
+    assert parsing.parse_subgoals('{"subgoals": ["sub-goal", "sub-goal"]}') is None
+    assert parsing.parse_subgoals('{"subgoals": ["sub-goal", "mine 1 dirt"]}') == ["mine 1 dirt"]
+    assert parsing.parse_verdict('{"return": {"success": false, "suggestion": "Your suggestion here"}}')[1] == ""
+    assert parsing.parse_workflow('{"workflow": [{"times": "n", "actions": [{"name": "action name", '
+                                  '"args": {"arg name": 1}}]}]}') is None
+    replies = iter(['{"rational": false, "suggestion": "...", "confidence": 0.6}',
+                    '{"rational": false, "suggestion": "craft a crafting table first", "confidence": 0.9}'])
+    ev = Reflector(ScriptedLLM(lambda p, i: next(replies)), None).evaluate(
+        "craft 1 wooden_pickaxe", ["find wooden_pickaxe"], "Failed: no wooden_pickaxe in sight", [], None, None)
+    assert ev.suggestion == "craft a crafting table first" and ev.tries == 2 and ev.accepted
+
+
+def test_an_llm_that_copies_the_templates_never_feeds_them_back():
+    """Held-out craft_crafting_table: the evaluator's suggestion was the template's literal '...'."""
+    def reply(p, i):
+        if "Break the task into" in p:
+            return '{"subgoals": ["sub-goal", "sub-goal"]}'
+        if "review the plan" in p:
+            return '{"rational": false, "suggestion": "...", "confidence": 0.6}'
+        if "Revise the list" in p:
+            return '{"subgoals": ["sub-goal"]}'
+        if "RESPONSE FORMAT" in p:
+            return workflow(("mine", "oak_log"))
+        return '{"return": {"success": true, "suggestion": "Your suggestion here"}}'
+
+    agent = agent_with(reply)
+    play(agent, make_env(hazards="false"), "mine_log", steps=4)
+    later = "\n".join(agent.llm.prompts[1:])
+    assert "Advice: ..." not in later and "current sub-goal: sub-goal" not in later
+    assert "Your suggestion here" not in "\n".join(p for p in agent.llm.prompts[1:] if "execution constraints" not in p)
+    assert all(ev.suggestion != "..." for ev in agent.reflector.evaluations)

@@ -67,14 +67,66 @@ def flaky_server():
 def test_retries_after_503_and_fills_n_when_server_returns_one_choice(flaky_server):
     llm = OpenAICompatLLM(flaky_server, "m", timeout=5, retries=2, backoff=0.01)
     out = llm.complete("> ", n=3, temperature=0.5, max_tokens=7, stop=["\n"], seed=4)
-    assert out == [" go to desk 2", " go to desk 3", " go to desk 4"]  # truncated at the stop string
+    assert sorted(out) == [" go to desk 2", " go to desk 3", " go to desk 4"]  # truncated at the stop string
     calls = _Flaky.calls
     assert len(calls) == 4 and all(c["path"] == "/v1/completions" for c in calls)
-    assert [c["n"] for c in calls[1:]] == [3, 2, 1]
+    # one batched request; the server ignored n, so the two missing samples went out as single requests
+    assert [c["n"] for c in calls[1:]] == [3, 1, 1] and sorted(c["seed"] for c in calls[2:]) == [5, 6]
     assert calls[1]["temperature"] == 0.5 and calls[1]["max_tokens"] == 7 and calls[1]["stop"] == ["\n"]
     assert calls[1]["model"] == "m" and calls[1]["prompt"] == "> " and calls[1]["seed"] == 4
+    assert llm.ignores_n and len(llm.complete("> ", n=2, temperature=0.5, seed=0)) == 2
+    assert [c["n"] for c in _Flaky.calls[4:]] == [1, 1]  # known to ignore n: straight to single requests
     chat = llm.chat([{"role": "user", "content": "hello"}], stop=["END"])
     assert chat == ["hi there. "] and _Flaky.calls[-1]["messages"][0]["content"] == "hello"
+
+
+class _Slots(http.server.BaseHTTPRequestHandler):
+    """A server with parallel slots that ignores n: each request takes 0.2 s; records how many overlap."""
+
+    in_flight = 0
+    most = 0
+    n_seen: list[int] = []
+    lock = threading.Lock()
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        cls = type(self)
+        with cls.lock:
+            cls.in_flight += 1
+            cls.most = max(cls.most, cls.in_flight)
+            cls.n_seen.append(body["n"])
+        time.sleep(0.2)
+        with cls.lock:
+            cls.in_flight -= 1
+        reply = json.dumps({"choices": [{"text": f" rollout seed {body.get('seed')}"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_rollouts_reach_a_server_that_ignores_n_as_concurrent_requests():
+    """MUSE-LLM's 5 rollouts went to llama.cpp one after another (343 s a step): now they overlap."""
+    _Slots.in_flight, _Slots.most, _Slots.n_seen = 0, 0, []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slots)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        llm = OpenAICompatLLM(f"http://127.0.0.1:{server.server_address[1]}/v1", "m", timeout=5, parallel=8)
+        out = llm.complete("> ", n=5, temperature=0.5, seed=10)
+        assert out == [f" rollout seed {s}" for s in range(10, 15)]  # in seed order, one per sample
+        assert _Slots.n_seen[0] == 5 and _Slots.most >= 2  # the batched request, then concurrent ones
+        _Slots.most, _Slots.n_seen = 0, []
+        llm.complete("> ", n=5, temperature=0.5, seed=0)
+        assert _Slots.n_seen == [1] * 5 and _Slots.most >= 3
+    finally:
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(ValueError, match="parallel"):
+        OpenAICompatLLM("http://127.0.0.1:1/v1", "m", parallel=0)
 
 
 def test_down_server_is_one_line_naming_the_url():

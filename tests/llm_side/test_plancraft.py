@@ -70,8 +70,7 @@ def test_metagent_p_planner_and_verifier_solve_an_example(tmp_path):
     inv = agent.controller.inventory(obs)
     assert inv["nether_quartz_ore"] == 1 and inv["[I19]"] == 1
     from_empty = {"name": "smelt", "args": {"from": "[I30]", "to": "[I20]"}}
-    assert agent.verifier.check(from_empty, inv).ok  # a candidate rule: no veto before evidence
-    agent.verifier.observe(from_empty, inv, failed=True)  # smelting from an empty slot failed: confirmed
+    # paper 002: the pool's rule is checked before execution and vetoes smelting from an empty slot
     ok = agent.verifier.check({"name": "smelt", "args": {"from": "[I19]", "to": "[I20]"}}, inv)
     empty = agent.verifier.check(from_empty, inv)
     assert (ok.ok, ok.source, empty.ok, empty.source) == (True, "rule", False, "rule")

@@ -205,8 +205,43 @@ def test_make_agent_rejects_bad_options():
         refrea.make_agent("scienceworld", ScriptedLLM(["x"]), {"no_reference": "maybe"})
     with pytest.raises(ValueError, match="tau"):
         refrea.make_agent("scienceworld", ScriptedLLM(["x"]), {"tau": 1.5})
-    a = refrea.make_agent("scienceworld", ScriptedLLM(["x"]), {"tau": "0.6", "no_metacognition": True})
+    a = refrea.make_agent("scienceworld", ScriptedLLM(["x"]), {"tau": "0.6", "no_metacognition": True,
+                                                               "reference_model": "same"})
     assert a.tau == 0.6 and a.no_metacognition and a.max_samples == 3
+
+
+def test_the_reference_is_another_packaged_model_by_default(monkeypatch):
+    """Paper 003 pairs two different models; the acting model as its own reference gave similarity 1.0."""
+    from llm_side.backends import LazyLLM
+
+    assert refrea.default_reference("qwen0.5b") == "qwen1.5b" == refrea.default_reference("smollm2")
+    assert refrea.default_reference("qwen1.5b") == "qwen0.5b"
+    checked = []
+    monkeypatch.setattr("llm_side.backends.check_available", checked.append)
+    agent = refrea.make_agent("scienceworld", LazyLLM("qwen0.5b"), {})
+    assert agent.reference_llm.name == "qwen1.5b" and checked == ["qwen1.5b"]
+    acting = LazyLLM("smollm2")
+    assert refrea.make_agent("scienceworld", acting, {"reference_model": "same"}).reference_llm is acting
+    assert refrea.make_agent("scienceworld", acting, {"reference_model": "gemma270m"}).reference_llm.name == "gemma270m"
+
+    def missing(spec):
+        raise RuntimeError(f"model '{spec}' is not installed: pip install X")
+    monkeypatch.setattr("llm_side.backends.check_available", missing)
+    with pytest.raises(ValueError, match="reference model: model 'qwen1.5b' is not installed.*reference_model=same"):
+        refrea.make_agent("scienceworld", acting, {})
+
+
+def test_summary_reports_the_similarity_distribution():
+    from llm_side.harness.summary import summarize
+
+    recs = [{"env": "sw", "agent": "refrea", "task": "t", "success": False, "steps": 3, "tau": 0.8,
+             "similarities": [1.0, 1.0, 0.5]},
+            {"env": "sw", "agent": "refrea", "task": "t", "success": True, "steps": 1, "tau": 0.8,
+             "similarities": [0.9]}]
+    sim = summarize(recs)["similarity"]
+    assert sim["steps"] == 4 and sim["max"] == 1.0 and sim["min"] == 0.5 and sim["median"] == 0.95
+    assert sim["share_identical"] == 0.5 and sim["share_below_tau"] == 0.25 and sim["tau"] == 0.8
+    assert "similarity" not in summarize([dict(recs[0], similarities=None)])
 
 
 # ---- real run --------------------------------------------------------------------------------------------
@@ -217,8 +252,9 @@ def test_refrea_runs_on_real_scienceworld_with_real_model(sw_env, tmp_path):
     from llm_side.harness.runner import run_eval
 
     llm = load_llm("smollm2")
+    # only SmolLM2 is installed in CI: it serves as its own reference here (the default is another model)
     agent = refrea.make_agent("scienceworld", llm, {"max_samples": 2, "meta_interval": 2, "max_tokens": 16,
-                                                    "meta_tokens": 24})
+                                                    "meta_tokens": 24, "reference_model": "same"})
     task = sw_env.expand_task_ids(["4-1"])[0]
     summary = run_eval(sw_env, agent, env_name="scienceworld", agent_name="refrea", task_ids=[task],
                        episodes=1, max_steps=3, out_dir=tmp_path, progress=False)
@@ -230,6 +266,7 @@ def test_refrea_runs_on_real_scienceworld_with_real_model(sw_env, tmp_path):
         assert -1.0 <= info["similarity"] <= 1.0
     assert set(rec["memory"]) == {"m_target", "m_new", "trials", "solved"} and rec["memory"]["trials"] == 1
     assert 0.0 <= rec["score"] <= 100.0 and len(rec["similarities"]) == rec["steps"]
+    assert summary["similarity"]["steps"] == rec["steps"]
 
 
 # ---- tau sweep (Figure 3) ---------------------------------------------------------------------------------

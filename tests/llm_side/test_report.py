@@ -98,9 +98,24 @@ def test_rows_name_model_backend_and_step_limit_and_env_tables_never_pool_them(t
     assert "| a | fake | muse | qwen0.5b | transformers | 50 | 1 | 1.000 |" in text
     assert "| b | fake | muse | openai:http://127.0.0.1:8080/v1:qwen0.5b | openai-server | 5 | 1 | 0.000 |" in text
     hooks = [t for t, _ in tables if t.startswith("Fake env: successes by kind")]
-    assert hooks == ["Fake env: successes by kind [model qwen0.5b, transformers, max steps 50]",
+    assert hooks == ["Fake env: successes by kind [model qwen0.5b, transformers, max steps 50, default options]",
                      "Fake env: successes by kind [model openai:http://127.0.0.1:8080/v1:qwen0.5b, openai-server, "
-                     "max steps 5]"]  # one table per setting, not one pooling both runs
+                     "max steps 5, default options]"]  # one table per setting, not one pooling both runs
+
+
+def test_env_tables_never_pool_runs_whose_agent_options_differ(tmp_path, monkeypatch):
+    monkeypatch.setitem(registry.ENVS, "fake", "harness_fakes:make_env")
+    a = _write(tmp_path / "a", "fake", [("easy-0", True, 2, None)])
+    b = _write(tmp_path / "b", "fake", [("easy-0", False, 5, None)])
+    c = _write(tmp_path / "c", "fake", [("easy-1", False, 5, None)])
+    for folder, opts in ((a, {"ablation": "full"}), (b, {"ablation": "base"}), (c, {"ablation": "base"})):
+        _run_json(folder, "qwen0.5b", 50)
+        info = json.loads((folder / "run.json").read_text())
+        (folder / "run.json").write_text(json.dumps({**info, "agent_opt": opts}))
+    tables, _ = report([a, b, c])
+    hooks = sorted(t for t, _ in tables if t.startswith("Fake env: successes by kind"))
+    assert hooks == ["Fake env: successes by kind [model qwen0.5b, transformers, max steps 50, ablation=base]",
+                     "Fake env: successes by kind [model qwen0.5b, transformers, max steps 50, ablation=full]"]
 
 
 def test_no_time_to_success_penalty_figure_when_nothing_succeeded(tmp_path):

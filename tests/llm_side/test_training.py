@@ -47,7 +47,9 @@ def test_sft_rows_are_the_run_time_prompts_of_successful_steps():
     recs = [dict(r, memory={"reflections": [{"text": f"lesson {r['task']}{r['episode']}"}]}) for r in RECORDS]
     rows = sft.sft_examples(recs, _ExamplesEnv())
     assert len(rows) == 4  # two successful episodes x two steps; failures give none
-    assert [r["completion"] for r in rows] == [" think: plan\n", " win\n"] * 2
+    # the completion is what follows the cue at run time: action, the env's answer, the next cue (no EOS)
+    assert [r["completion"] for r in rows] == [" think: plan\nOK.\n>", " win\ndone\n>"] * 2
+    assert rows[1]["prompt"].endswith(rows[0]["prompt"][-3:].rstrip(">") + "> think: plan\nOK.\n>")
     # the prompt of a-1's second step is what the Reflexion actor itself builds at that step
     llm = ScriptedLLM(["think: plan", "win"])
     actor = ReflexionAgent(llm)
@@ -102,6 +104,7 @@ def test_sft_real_lora_steps(tiny_llama, tmp_path):
     m = sft.run_sft(tiny_llama, sft.sft_examples(RECORDS), out, max_steps=3, lr=5e-3)
     assert m["steps"] == 3 and all(math.isfinite(x) for x in m["losses"]) and m["lora_delta"] > 0
     assert (out / "adapter" / "adapter_config.json").is_file() and (out / "merged" / "config.json").is_file()
+    assert json.loads((out / "merged" / "config.json").read_text()).get("use_cache", True)  # fast generation
     assert json.loads((out / sft.METRICS_FILE).read_text())["rows"] == 4  # one row per successful step
     assert not list(tmp_path.glob(".actor.tmp-*"))  # staging folder renamed, not left behind
     from llm_side.backends import load_llm
@@ -109,10 +112,66 @@ def test_sft_real_lora_steps(tiny_llama, tmp_path):
 
 
 @pytest.mark.slow
+def test_sft_adds_no_eos_and_the_tuned_actor_rolls_out_several_steps(tiny_llama, tmp_path):
+    """The fine-tuned actor is MUSE's world model: its look-ahead rollouts must go on past one action.
+    With trl's EOS after every completion they stopped after one (SmolLM2: EOS was 56-81% of the loss)."""
+    from llm_side.agents import prompting
+    from llm_side.agents.muse import ROLLOUT_STOP
+    from llm_side.backends.local import load_hf_dir
+
+    rows = sft.sft_examples(RECORDS)
+    _, tok = sft.load_base(tiny_llama)
+    encoded = sft.tokenize_rows(rows, tok)
+    assert all(tok.eos_token_id not in e["input_ids"] for e in encoded)
+    assert all(tok.decode([i for i, m in zip(e["input_ids"], e["completion_mask"], strict=True) if m]).endswith(
+        "\n>") for e in encoded)
+    m = sft.run_sft(tiny_llama, rows, tmp_path / "actor", max_steps=120, lr=1e-2)
+    assert m["rows_trained"] == m["rows"] == len(rows) and m["rows_left_out"] == 0
+
+    def rollout_pairs(folder):
+        actor = load_hf_dir(str(folder / "merged"))
+        text = actor.complete(rows[0]["prompt"], n=1, temperature=0.0, max_tokens=40, stop=[ROLLOUT_STOP])[0]
+        return len(prompting.parse_rollout(text, max_pairs=100)), text
+
+    pairs, text = rollout_pairs(tmp_path / "actor")
+    assert pairs > 1, f"rollout ended after {pairs} action/observation pair(s): {text!r}"
+    # the old rows (' action\n' + EOS, as trl appended it) teach the world model to stop after one action
+    old = [{"prompt": r["prompt"], "completion": r["completion"].split("\n")[0] + "\n" + tok.eos_token} for r in rows]
+    sft.run_sft(tiny_llama, old, tmp_path / "eos", max_steps=120, lr=1e-2)
+    assert rollout_pairs(tmp_path / "eos")[0] == 1
+
+
+def test_sft_rows_too_long_for_the_window_lose_the_transcript_head_not_the_completion():
+    recs = [dict(RECORDS[1], actions=[f"step {i}" for i in range(30)] + ["win"],
+                 observations=[f"observation number {i} of a long episode" for i in range(31)])]
+    full = sft.sft_examples(recs)
+    fitted = sft.sft_examples(recs, fits=lambda text: len(text) <= 600)
+    assert len(fitted) == len(full) == 31
+    assert [r["completion"] for r in fitted] == [r["completion"] for r in full]
+    assert all(len(r["prompt"] + r["completion"]) <= 600 for r in fitted[5:])
+    assert "earlier steps omitted" in fitted[-1]["prompt"] and "Room." in fitted[-1]["prompt"]
+
+
+def test_dpo_pairs_too_long_lose_the_transcript_head():
+    steps = "".join(f"> go to place {i}\nNothing happens.\n" for i in range(20))
+    prompt = f"Instruction. Here are two examples:\n\nEXAMPLES\n\nYou are in a room.\n{steps}STATUS: FAIL\n\nNew plan:"
+    pair = {"prompt": prompt, "chosen": " go left", "rejected": " go right"}
+    kept, left_out = dpo.fit_pairs([pair], len, window=len(prompt) - 50)
+    assert left_out == 0 and len(kept) == 1
+    short = kept[0]["prompt"]
+    assert len(short) + len(" go right") + 1 <= len(prompt) - 50
+    assert "> go to place 19" in short and "> go to place 0\n" not in short and short.endswith("New plan:")
+    _, none_fit = dpo.fit_pairs([pair], len, window=20)
+    assert none_fit == 1
+
+
+@pytest.mark.slow
 def test_dpo_real_lora_steps(tiny_llama, tmp_path):
     pairs = dpo.preference_pairs(RECORDS)
-    m = dpo.run_dpo(tiny_llama, pairs, tmp_path / "rx", max_steps=3, lr=5e-3)
+    long = [dict(p, prompt="x " * 900 + p["prompt"]) for p in pairs]  # past trl's old 1024-token default
+    m = dpo.run_dpo(tiny_llama, pairs + long, tmp_path / "rx", max_steps=3, lr=5e-3)
     assert m["steps"] == 3 and math.isfinite(m["final_loss"]) and m["lora_delta"] > 0
+    assert m["pairs_trained"] == m["pairs"] == 2 and m["max_length"] > 1024
     assert (tmp_path / "rx" / "merged" / "config.json").is_file()
 
 
@@ -131,6 +190,18 @@ def test_pipeline_train_sa_stage_is_resumable(tmp_path, monkeypatch):
         pipe.run_stage(cfg, "nope")
     with pytest.raises(FileNotFoundError, match="--stage collect"):
         pipe.stage_sft(pipe.PipelineConfig(out=tmp_path / "empty"))
+
+
+def test_pipeline_errors_are_one_line(tmp_path, capsys):
+    """No collected episodes, or nothing left to train: one line on stderr, exit 2, no traceback."""
+    assert pipe.main(["--stage", "sft", "--out", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("muse-llm alfworld-pipeline: error:") and "--stage collect" in err[0]
+    for r in RECORDS:
+        append_jsonl(tmp_path / "only_fail" / "collect" / "episodes.jsonl", dict(r, success=False))
+    assert pipe.main(["--stage", "dpo", "--out", str(tmp_path / "only_fail"), "--base", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no DPO preference pairs" in err[0]
 
 
 def test_test_metrics_use_only_test_episodes():

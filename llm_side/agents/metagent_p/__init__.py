@@ -2,10 +2,12 @@
 
 Options (`--agent-opt key=value`, listed with `muse-llm run --agent metagent-p --list-options`): the
 Table 3 ladder rung `ablation=base|planner|verifier|full` (default: the full agent), or the single
-switches experience=, verifier=, metacognitive=; max_tokens=N, max_replans=N, alpha=/beta= (eq. 7
-weights), replan_limit=N, decompose=true|false (eq. 1's sub-goal level), regulation=llm|message-rules
-(the latter an ablation, not the paper's), rule_evidence=N (confirmations before a rule may veto),
-rule_veto_limit=N, memory_file=PATH (pools saved after every episode). Defaults are `agent.Config`'s.
+switches experience=, verifier=, metacognitive=; max_tokens=N, max_replans=N|none (per-episode re-plan
+cap; default none, the paper's), alpha=/beta= (eq. 7 weights), replan_limit=N, decompose=true|false
+(eq. 1's sub-goal level), regulation=llm|message-rules (the latter an ablation, not the paper's),
+rule_evidence=N (env confirmations before a rule may veto; default 0, the paper's check before
+execution), rule_veto_limit=N|none (default none), memory_file=PATH (pools saved after every episode).
+Defaults are `agent.Config`'s.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ class KnobOptions:
     """`llm` (the paper's) or `message-rules` (an ablation with hand-written fixes, not the paper's)."""
     max_tokens: int = setting(Config.max_tokens, integer_at_least(1))
     """Token limit of a planner reply (verifier and reflector replies: at most 128)."""
-    max_replans: int = setting(Config.max_replans, integer_at_least(0))
-    """Replans per episode; then the agent goes on without replanning."""
+    max_replans: int | None = setting(Config.max_replans, integer_at_least(0))
+    """Replans per episode, then the agent goes on without replanning; none = no cap (the paper's: the env's
+    step budget bounds an episode, and paper 002 reports replanning counts of 13-28)."""
     plan_retries: int = setting(Config.plan_retries, integer_at_least(0))
     """Retries of a planner reply that does not parse."""
     alpha: float = setting(Config.alpha, Allowed(lambda v, o: abs(v + o.beta - 1.0) <= 1e-6,
@@ -50,9 +53,10 @@ class KnobOptions:
     max_evaluations: int = setting(Config.max_evaluations, integer_at_least(0))
     """Reflector re-evaluations while its confidence is <= 0.5."""
     rule_evidence: int = setting(Config.rule_evidence, integer_at_least(0))
-    """Confirmations by the environment before a verifier rule may veto an action."""
-    rule_veto_limit: int = setting(Config.rule_veto_limit, integer_at_least(0))
-    """Vetoes of one action per episode before the action runs anyway."""
+    """Confirmations by the environment before a verifier rule may veto an action; 0 = the paper's check of
+    symbolic rules before execution."""
+    rule_veto_limit: int | None = setting(Config.rule_veto_limit, integer_at_least(0))
+    """Vetoes of one action per episode before the action runs anyway; none = no cap (the paper's)."""
     memory_file: str | None = Config.memory_file
     """JSON file the experience pools are loaded from and saved to after every episode; none = in memory."""
 

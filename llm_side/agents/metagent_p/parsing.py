@@ -3,6 +3,11 @@
 Why: small models wrap JSON in prose, use single quotes, leave trailing commas or stop mid-object.
 Every parser here returns None (or an empty result) on garbage and never raises, so the caller can
 retry a bounded number of times and then fall back.
+
+Template placeholders are refused as content (`is_placeholder`): a small model often copies the prompt's
+response format literally (a held-out Minecraft run's evaluator "suggested" `...`, its sub-goals were
+"sub-goal"); such a value is treated as missing, so the caller re-asks (reflector evaluation, planner)
+or falls back, and the placeholder never reaches the agent or the next prompt.
 """
 
 from __future__ import annotations
@@ -10,6 +15,20 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+PLACEHOLDERS = frozenset({
+    "...", "…", "your suggestion here", "suggestion", "what to change", "sub-goal", "subgoal", "sub goal",
+    "action name", "arg name",
+})
+"""The placeholder words of the Metagent-P prompts' response formats (planner, verifier, reflector)."""
+
+
+def is_placeholder(value: Any) -> bool:
+    """True for an empty value, one made only of dots/ellipses, or a response-format placeholder."""
+    text = " ".join(str(value).split()).strip().strip("\"'`").strip().lower()
+    if not text or not text.strip(".… "):
+        return True
+    return text.rstrip(". ") in PLACEHOLDERS or text in PLACEHOLDERS
 
 
 def _candidates(text: str) -> list[str]:
@@ -92,7 +111,10 @@ def parse_workflow(text: Any) -> list[dict[str, Any]] | None:
 
 
 def _is_action(a: Any) -> bool:
-    return isinstance(a, dict) and isinstance(a.get("name"), str) and bool(a["name"].strip())
+    if not (isinstance(a, dict) and isinstance(a.get("name"), str) and a["name"].strip()):
+        return False
+    args = a.get("args") if isinstance(a.get("args"), dict) else {}
+    return not is_placeholder(a["name"]) and not any(is_placeholder(k) for k in args)
 
 
 def _norm(a: dict[str, Any]) -> dict[str, Any]:
@@ -130,9 +152,10 @@ def parse_verdict(text: Any) -> tuple[bool, str, dict[str, list[str]]] | None:
     ok = ret["success"]
     if isinstance(ok, str):
         ok = ok.strip().lower() in ("true", "yes", "1")
-    rules = {str(k): [str(r) for r in v if isinstance(r, str | int | float)]
+    rules = {str(k): [str(r) for r in v if isinstance(r, str | int | float) and not is_placeholder(r)]
              for k, v in obj.items() if k != "return" and isinstance(v, list)}
-    return bool(ok), str(ret.get("suggestion") or ""), rules
+    suggestion = str(ret.get("suggestion") or "")
+    return bool(ok), "" if is_placeholder(suggestion) else suggestion, rules
 
 
 SCORE_KEYS = (("common", "consistency"), ("clarity", "condition"), ("feasibility", "action"))
@@ -164,8 +187,11 @@ def parse_scores(text: Any) -> tuple[float, float, float] | None:
 
 
 def parse_reflection(text: Any) -> tuple[bool, str, float] | None:
-    """Reflector evaluation -> (rational, suggestion, verbalised confidence in [0, 1])."""
+    """Reflector evaluation -> (rational, suggestion, verbalised confidence in [0, 1]). An answer whose
+    suggestion is a template placeholder (the example's "...") is refused (None): the caller re-asks."""
     obj = extract_json(text)
+    if isinstance(obj, dict) and str(obj.get("suggestion") or "").strip() and is_placeholder(obj["suggestion"]):
+        return None
     if isinstance(obj, dict) and ("confidence" in obj or "rational" in obj or "suggestion" in obj):
         rational = obj.get("rational", obj.get("success", False))
         if isinstance(rational, str):
@@ -176,7 +202,8 @@ def parse_reflection(text: Any) -> tuple[bool, str, float] | None:
         m = re.search(r"confidence\W+(\d+(?:\.\d+)?)", text, flags=re.I)
         if m:
             s = re.search(r"suggestion\W+(.+)", text, flags=re.I)
-            return False, (s.group(1).strip() if s else ""), _unit(m.group(1)) or 0.0
+            suggestion = s.group(1).strip() if s else ""
+            return False, "" if is_placeholder(suggestion) else suggestion, _unit(m.group(1)) or 0.0
     return None
 
 
@@ -192,6 +219,6 @@ def parse_subgoals(text: Any, limit: int = 16) -> list[str] | None:
     for g in obj:
         if isinstance(g, dict):
             g = next((v for k, v in g.items() if "goal" in str(k).lower() or k in ("name", "task")), None)
-        if isinstance(g, str | int | float) and str(g).strip():
+        if isinstance(g, str | int | float) and str(g).strip() and not is_placeholder(g):
             out.append(" ".join(str(g).split())[:120])
     return out[:limit] or None

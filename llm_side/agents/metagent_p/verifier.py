@@ -7,16 +7,19 @@ A rule is keyed by "<action>, <object>" (e.g. "craft, stone_pickaxe") and holds 
 can be checked against the inventory: `has item n` ("Check if inventory contains 3 cobblestone and
 2 stick") or `slot` (the action's source slot is not empty, for Plancraft).
 
-Choices the paper leaves open (written down here), so that a small LLM's wrong rules cannot deadlock
-the agent:
-- Evidence before veto. A rule enters the pool on its eq. 5 score (the paper), but it may veto an
-  action only once the environment has confirmed it `min_evidence` times: the action ran while the
-  rule's condition was false, and it failed. Until then the rule is a candidate: it is guidance in
-  prompts, and the action runs so that the outcome is evidence.
-- A rule is dropped when the action it forbids runs with its condition false and succeeds (the plan
-  it would block succeeds). After `veto_limit` vetoes of one action in an episode, the rules let it run
-  for the rest of the episode, so a confirmed-but-wrong rule meets that test instead of spending the
-  replan budget.
+The paper's behaviour is the default: a rule in the pool (eq. 5 score above 0.85) is checked before
+execution and vetoes the action whenever its condition is false (`min_evidence=0`, `veto_limit=None`).
+
+Options that are not the paper's (off by default), so that a small LLM's wrong rules cannot block the
+agent for a whole episode:
+- Evidence before veto (`min_evidence=N`, agent option rule_evidence=N): a rule may veto only once the
+  environment has confirmed it N times (the action ran while the rule's condition was false, and it
+  failed). Until then the rule is a candidate: it is guidance in prompts, and the action runs so that
+  the outcome is evidence.
+- `veto_limit=N` (rule_veto_limit=N): after N vetoes of one action in an episode the rules let it run
+  for the rest of the episode, so a wrong rule meets the environment's test.
+Always: a rule is dropped when the action it forbids runs with its condition false and succeeds (with
+the paper's default this happens only for actions the rule could not veto, e.g. `_raw` steps).
 - The LLM's own verdict (no rule covers the action) vetoes an action at most once per episode; the
   next time the environment decides.
 - Feedback never names the component ("verifier: ..."): it says which step cannot run and why.
@@ -162,7 +165,7 @@ class Verifier:
     drops them on the environment's evidence (see the module docstring)."""
 
     def __init__(self, llm: Any, canon: Any = norm_item, use_llm: bool = True, accept: float = ACCEPT,
-                 max_tokens: int = 96, retries: int = 1, min_evidence: int = 1, veto_limit: int = 2):
+                 max_tokens: int = 96, retries: int = 1, min_evidence: int = 0, veto_limit: int | None = None):
         self.llm = llm
         self.canon = canon
         self.use_llm = use_llm
@@ -195,12 +198,13 @@ class Verifier:
             args = action.get("args") or {}
             for rule in rules:
                 missing = rule.missing(inventory, args, self.canon)
-                if missing and self.trusted(rule) and self.vetoes.get(key, 0) < self.veto_limit:
+                under_limit = self.veto_limit is None or self.vetoes.get(key, 0) < self.veto_limit
+                if missing and self.trusted(rule) and under_limit:
                     self.vetoes[key] = self.vetoes.get(key, 0) + 1
                     need = ", ".join(c.describe() for c in missing)
                     return Feedback(False, f"the step '{_step(key)}' cannot run yet: it needs {need} in the "
                                            f"inventory; obtain that first.", "rule")
-            return Feedback(True, "", "rule")  # candidates do not veto: the outcome will be evidence
+            return Feedback(True, "", "rule")  # conditions hold (or, with min_evidence, rules are candidates)
         if not self.use_llm or key in self.llm_vetoed:
             return Feedback(True, "", "none")
         fb = self._ask_llm(action, inventory, key)
