@@ -138,18 +138,18 @@ def test_read_jsonl_skips_non_records_and_resume_keeps_metrics(tmp_path: Path, c
 def test_stderr_is_given_back_after_a_save_that_failed_for_another_reason(capfd: pytest.CaptureFixture) -> None:
     """Only a write error or Ctrl-C keeps fd 2 held (the CLI prints its one line on user_stderr());
     any other failure gets stderr back, so its message is seen."""
-    from muse_jax import checkpoint
+    from muse_jax import orbax_quiet
 
-    old = checkpoint.HOLD_STDERR_AFTER_FAILED_SAVE
-    checkpoint.HOLD_STDERR_AFTER_FAILED_SAVE = True
+    old = orbax_quiet.HOLD_STDERR_AFTER_FAILED_SAVE
+    orbax_quiet.HOLD_STDERR_AFTER_FAILED_SAVE = True
     try:
-        with pytest.raises(ValueError), checkpoint._stderr_kept_on_success():  # noqa: SLF001
+        with pytest.raises(ValueError), orbax_quiet.stderr_kept_on_success():
             raise ValueError("not a write error")
-        assert not checkpoint._HELD_STDERR  # noqa: SLF001
+        assert not orbax_quiet._HELD_STDERR  # noqa: SLF001
         os.write(2, b"seen after\n")
         assert "seen after" in capfd.readouterr().err
     finally:
-        checkpoint.HOLD_STDERR_AFTER_FAILED_SAVE = old
+        orbax_quiet.HOLD_STDERR_AFTER_FAILED_SAVE = old
 
 
 @pytest.mark.slow
