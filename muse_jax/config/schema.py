@@ -223,9 +223,20 @@ class RegulationConfig:
     """(b) Unused since MCTS selects by the self-awareness criterion in place of UCB (§3.1.2); kept so old
     configs load."""
     carry_regulated_state: bool = True
-    """Algorithm 1 as written: the ascended s = (h, z) is the carry, so h_{t+1} = f(s, a_t) and regulation
-    builds up over the episode. False = the earlier reading: the ascended s only picks a_t and the next
-    step starts from the unregulated posterior (see regulation/gradient.py for why both exist)."""
+    """Algorithm 1 as written: the ascended s = (h, z) is the acting chain's carry, so h_{t+1} = f(s, a_t) and
+    regulation builds up over the episode. False = the ascended s only picks a_t and the next step acts from
+    the unregulated posterior. Either way the self-awareness signal scored in Table 1 comes from a separate,
+    never-regulated filtering chain (the model's honest belief; `agent.policy_step`)."""
+    z_source: Literal["prior", "posterior"] = "prior"
+    """Where Algorithm 1's z_t comes from: "prior" samples z_t ~ p(z_t | h_t) as the algorithm writes it;
+    "posterior" starts from the filtered z_t ~ q(z_t | h_t, x_t), which has seen the observation."""
+    rollout: Literal["forward", "in_place"] = "forward"
+    """"forward": Algorithm 1 as written, each of the H ascent steps follows a ~ pi(s), h <- f(s, a), so the
+    acting state lies H imagined steps ahead; "in_place": the H ascent steps act on the current s only (no
+    model step), so regulation moves the current belief and nothing else."""
+    step: Literal["fixed", "normalized"] = "fixed"
+    """Eq. 4's step: "fixed" s += beta * grad (as written); "normalized" s += beta * grad / |grad| (a step of
+    length beta whatever the gradient's scale)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,7 +45,7 @@ from muse_jax.checkpoint import Checkpointer
 from muse_jax.competence import agent_steps_per_episode
 from muse_jax.config import Config, ConfigError
 from muse_jax.envs.metaworld import check_task, configure_gl, make_vector_env
-from muse_jax.loops.collect import Collector, Episode
+from muse_jax.loops.collect import REGULATION_EFFECT_KEYS, Collector, Episode
 from muse_jax.loops.jit_cache import memo_jit
 from muse_jax.loops.restore import restore_learner
 from muse_jax.loops.train_driver import DeviceMetrics, train_steps_due
@@ -66,6 +66,11 @@ def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dic
            "length": ep.length, "score": ep.score, "signal": [round(float(x), 5) for x in signal]}
     if agent == "muse" and "quantile" in ep.extra_T:
         rec["quantile"] = [int(x) for x in ep.extra_T["quantile"]]
+    if agent == "muse" and "psi1" in ep.extra_T:
+        rec["psi1"] = [round(float(x), 5) for x in ep.extra_T["psi1"]]
+    for k in REGULATION_EFFECT_KEYS:  # what self-regulation changed, per step (regulation/gradient.py)
+        if k in ep.extra_T:
+            rec[k] = [round(float(x), 5) for x in ep.extra_T[k]]
     rec.update(counters or {})
     return rec
 
