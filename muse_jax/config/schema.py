@@ -310,6 +310,13 @@ class AdaptConfig:
     """Adaptation episodes per novel task."""
     train_ratio: float = setting(512.0, number_above(0))
     """Replayed steps per env step during adaptation."""
+    novel_fraction: float | None = setting(None, Allowed(lambda v, _: v is None or 0.0 <= v <= 1.0,
+                                                         "null (uniform over the retained buffer) or 0..1"))
+    """Share of each adaptation batch drawn from the novel task's own episodes. null (default; the paper is
+    silent): uniform chunks over the retained pre-training buffer plus the new episodes, so the novel task is
+    only its share of stored steps (paper setting: at most 20 x 500 / 2M = 0.5%; quickstart: at most
+    375 / 8375 = 4.5%). A number f: round(f * B) chunks from the novel episodes (once one is long enough),
+    the rest from the pre-training episodes (`adapt.sample_batch`)."""
     parallel_tasks: bool = True
     """Adapt all novel tasks side by side (learner states stacked, policy and train steps vmapped over the
     task axis, one env per task); False = one task after another. Either way each task adapts on its own,

@@ -119,12 +119,30 @@ def make_task_train_step(graphdef: Any) -> Callable:
     return jax.jit(jax.vmap(lambda st, batch, key: A.train_step(graphdef, st, batch, key)), donate_argnums=0)
 
 
-def task_replay(capacity: int, seq_len: int, seed: int, pre: dict[str, np.ndarray] | None) -> Replay:
-    """A task's replay: the pre-training episodes as views of the shared arrays (no copy), room for its own."""
-    replay = Replay(capacity, seq_len, seed)
+def task_replay(capacity: int, seq_len: int, seed: int, pre: dict[str, np.ndarray] | None,
+                context: bool = True) -> Replay:
+    """A task's replay: the pre-training episodes as views of the shared arrays (no copy), room for its own.
+    `context` is `replay.context` (chunks start from the stored latents, as in pre-training)."""
+    replay = Replay(capacity, seq_len, seed, context=context)
     for ep in unpack_episodes(pre) if pre is not None else []:
         replay.add_episode(ep)
     return replay
+
+
+def sample_batch(replay: Replay, novel: Replay | None, batch_size: int, novel_fraction: float | None,
+                 ) -> dict[str, np.ndarray]:
+    """One task's adaptation batch (`adapt.novel_fraction`): uniform over `replay` (pre-training + new
+    episodes) when the fraction is None; else round(f * B) chunks from `novel` (the task's own episodes,
+    once one is long enough) and the rest from `replay`, which then holds the pre-training episodes only."""
+    if novel_fraction is None or novel is None:
+        return replay.sample(batch_size)
+    n_new = int(round(novel_fraction * batch_size)) if novel.can_sample() else 0
+    if n_new == 0:
+        return replay.sample(batch_size)
+    if n_new == batch_size or not replay.can_sample():
+        return novel.sample(batch_size)
+    a, b = replay.sample(batch_size - n_new), novel.sample(n_new)
+    return {k: np.concatenate([a[k], b[k]]) for k in a if k in b}  # latents only where both have them
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -192,7 +210,10 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
     K, r, seed = len(group), cfg.replay, cfg.train.seed
     records_path = out / "episodes.jsonl"
     ck = Checkpointer(group_dir(out, group) / "checkpoints", keep=1)
-    replays = [task_replay(r.capacity, r.seq_len, seed + 31 * k, pre_replay) for k in range(K)]
+    replays = [task_replay(r.capacity, r.seq_len, seed + 31 * k, pre_replay, r.context) for k in range(K)]
+    frac = cfg.adapt.novel_fraction  # None: the new episodes join `replays` (uniform); else their own replay
+    novels = [Replay(r.capacity, r.seq_len, seed + 31 * k + 7, context=r.context) for k in range(K)]
+    own = novels if frac is not None else replays
     new_eps: list[list[dict[str, np.ndarray]]] = [[] for _ in range(K)]
     records: dict[str, list[dict[str, Any]]] = {t: [] for t in group}
     env_steps, train_steps = 0, 0
@@ -205,7 +226,7 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
             if mine:
                 new_eps[k] = unpack_episodes(mine)
                 for ep in new_eps[k]:
-                    replays[k].add_episode(ep)
+                    own[k].add_episode(ep)
         seen = {(x["task"], x["episode"]) for x in read_jsonl(records_path)}
         for t in group:
             for rec in records[t]:
@@ -228,8 +249,10 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
             finished = collector.step(state, agent)
             env_steps += 1
             due = train_steps_due(env_steps, cfg.adapt.train_ratio, r.batch_size, r.seq_len)
-            while train_steps < due and all(rp.can_sample() for rp in replays):
-                samples = [rp.sample(r.batch_size) for rp in replays]  # each task from its own replay
+            pairs = list(zip(replays, novels, strict=True))
+            while train_steps < due and all(rp.can_sample() or nv.can_sample() for rp, nv in pairs):
+                # each task from its own replay
+                samples = [sample_batch(rp, nv, r.batch_size, frac) for rp, nv in pairs]
                 batch = {k_: np.stack([b[k_] for b in samples]) for k_ in samples[0]}
                 keys = jax.random.split(jax.random.fold_in(key, train_steps), K)
                 state, step_metrics = train_fn(state, batch, keys)
@@ -247,7 +270,7 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
                     "train_step_start": s_train, "train_step_end": train_steps})
                 starts[t] = (env_steps, train_steps)
                 data = ep.replay_data()
-                replays[k].add_episode(data)
+                own[k].add_episode(data)
                 new_eps[k].append(data)
                 records[t] = records[t] + [rec]
                 new.append(rec)
