@@ -27,8 +27,22 @@ from muse_jax.config import Config
 from muse_jax.nets import feature
 from muse_jax.world_model import ObsSpec, WorldModel, dtype_of
 
-__all__ = ["Agent", "Learner", "ObsSpec", "POLICY_MODES", "SplitLearner", "create_learner", "initial_carry",
-           "make_optimizer", "make_policy_step", "make_train_step", "policy_step", "train_step"]
+__all__ = ["CONTEXT_KEYS", "Agent", "Learner", "ObsSpec", "POLICY_MODES", "SplitLearner", "create_learner",
+           "initial_carry", "make_optimizer", "make_policy_step", "make_train_step", "policy_step", "pop_context",
+           "train_step"]
+
+CONTEXT_KEYS = ("replay_context/deter", "replay_context/stoch")
+"""Not metrics: the training posteriors [B, T, D] and class indices [B, T, S] that `train_step` returns
+among its metrics when `replay.context` is on, for `Replay.write_back` (pop them with `pop_context`)."""
+
+
+def pop_context(metrics: dict[str, Any]) -> tuple[dict[str, Any], tuple[Any, Any] | None]:
+    """(the scalar metrics, (deter, stoch) training posteriors or None) of a train step's output."""
+    metrics = dict(metrics)
+    if CONTEXT_KEYS[0] not in metrics:
+        return metrics, None
+    return metrics, (metrics.pop(CONTEXT_KEYS[0]), metrics.pop(CONTEXT_KEYS[1]))
+
 
 POLICY_MODES = (*AGENT_KINDS, "random")
 """How `policy_step` acts: as one of the agent kinds, or uniformly at random (the prefill)."""
@@ -133,7 +147,8 @@ def train_step(graphdef: Any, state: Any, batch: dict[str, jax.Array], key: jax.
            + repval * critic (returns along the replayed sequence).
     Imagination starts from every posterior state without gradients into the world model
     (dreamerv3 `ac_grads: False`); the replay value loss reaches it (`repval_grad: True`). Pure:
-    returns the new state and scalar metrics.
+    returns the new state and scalar metrics, plus, with `replay.context`, the batch's training
+    posteriors under CONTEXT_KEYS (not metrics: `pop_context` takes them out for `Replay.write_back`).
     """
     tr: Learner = nnx.merge(graphdef, state)
     cfg, agent = tr.cfg, tr.agent
@@ -155,6 +170,9 @@ def train_step(graphdef: Any, state: Any, batch: dict[str, jax.Array], key: jax.
         total = wm_loss + lw.policy * ac["actor"] + lw.value * ac["critic"] + lw.repval * repval
         metrics = {**metrics, **ac_metrics, "loss/actor": ac["actor"], "loss/critic": ac["critic"],
                    "loss/repval": repval, "loss/total": total, "imag_reward": traj["reward"][:, 1:].mean()}
+        if cfg.replay.context:  # dreamerv3 writes the training posteriors back into replay (replay.write_back)
+            metrics[CONTEXT_KEYS[0]] = jax.lax.stop_gradient(post["deter"])
+            metrics[CONTEXT_KEYS[1]] = jnp.argmax(post["stoch"], -1)
         return total, (metrics, outs["ret_lo"], outs["ret_hi"])
 
     modules = _trained(agent)

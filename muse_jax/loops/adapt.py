@@ -125,24 +125,36 @@ def task_replay(capacity: int, seq_len: int, seed: int, pre: dict[str, np.ndarra
     `context` is `replay.context` (chunks start from the stored latents, as in pre-training)."""
     replay = Replay(capacity, seq_len, seed, context=context)
     for ep in unpack_episodes(pre) if pre is not None else []:
-        replay.add_episode(ep)
+        replay.add_episode(ep, write_back=False)  # shared by every task: their latents stay as pre-training left them
     return replay
 
 
 def sample_batch(replay: Replay, novel: Replay | None, batch_size: int, novel_fraction: float | None,
-                 ) -> dict[str, np.ndarray]:
-    """One task's adaptation batch (`adapt.novel_fraction`): uniform over `replay` (pre-training + new
-    episodes) when the fraction is None; else round(f * B) chunks from `novel` (the task's own episodes,
-    once one is long enough) and the rest from `replay`, which then holds the pre-training episodes only."""
+                 ) -> tuple[dict[str, np.ndarray], list[tuple[Replay, tuple[dict[str, np.ndarray], int]]]]:
+    """One task's adaptation batch (`adapt.novel_fraction`) and, per row, (its replay, its position) for
+    `Replay.write_back`: uniform over `replay` (pre-training + new episodes) when the fraction is None;
+    else round(f * B) chunks from `novel` (the task's own episodes, once one is long enough) and the rest
+    from `replay`, which then holds the pre-training episodes only."""
+    def one(rp: Replay, n: int) -> tuple[dict[str, np.ndarray], list]:
+        batch = rp.sample(n)
+        return batch, [(rp, pos) for pos in rp.last_positions]
+
     if novel_fraction is None or novel is None:
-        return replay.sample(batch_size)
+        return one(replay, batch_size)
     n_new = int(round(novel_fraction * batch_size)) if novel.can_sample() else 0
     if n_new == 0:
-        return replay.sample(batch_size)
+        return one(replay, batch_size)
     if n_new == batch_size or not replay.can_sample():
-        return novel.sample(batch_size)
-    a, b = replay.sample(batch_size - n_new), novel.sample(n_new)
-    return {k: np.concatenate([a[k], b[k]]) for k in a if k in b}  # latents only where both have them
+        return one(novel, batch_size)
+    (a, pa), (b, pb) = one(replay, batch_size - n_new), one(novel, n_new)
+    return {k: np.concatenate([a[k], b[k]]) for k in a if k in b}, pa + pb  # latents only where both have them
+
+
+def write_back_rows(rows: list[tuple[Replay, tuple[dict[str, np.ndarray], int]]], deter: np.ndarray,
+                    stoch: np.ndarray) -> None:
+    """Write one task's training posteriors [B, T, ...] back, row by row, into the replay each row came from."""
+    for b, (rp, pos) in enumerate(rows):
+        rp.write_back([pos], deter[b : b + 1], stoch[b : b + 1])
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -252,10 +264,15 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
             pairs = list(zip(replays, novels, strict=True))
             while train_steps < due and all(rp.can_sample() or nv.can_sample() for rp, nv in pairs):
                 # each task from its own replay
-                samples = [sample_batch(rp, nv, r.batch_size, frac) for rp, nv in pairs]
+                samples, rows = zip(*[sample_batch(rp, nv, r.batch_size, frac) for rp, nv in pairs], strict=True)
                 batch = {k_: np.stack([b[k_] for b in samples]) for k_ in samples[0]}
                 keys = jax.random.split(jax.random.fold_in(key, train_steps), K)
                 state, step_metrics = train_fn(state, batch, keys)
+                step_metrics, context = A.pop_context(step_metrics)
+                if context is not None:  # write the posteriors back into each task's own new episodes
+                    deter, stoch = jax.device_get(context)
+                    for k_ in range(K):  # the shared pre-training episodes are read-only: skipped
+                        write_back_rows(rows[k_], deter[k_], stoch[k_])
                 metrics.add(step_metrics, train_steps)  # [K] per metric, kept on the device
                 train_steps += 1
             new = []
