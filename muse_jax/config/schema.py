@@ -289,9 +289,11 @@ class TrainConfig:
     env_steps: int = setting(2_000_000, integer_at_least(1))
     """Total environment steps of pre-training."""
     train_ratio: float = setting(512.0, number_above(0))
-    """Replayed steps per env step: grad steps = env_steps * train_ratio / (B * T)."""
+    """Replayed steps per env step: train_ratio / (B * T) grad steps per env step, counted from the first
+    train step, which comes once replay holds one batch (dreamerv3 `Ratio`, `train_driver.TrainRatio`)."""
     prefill: int = setting(5000, integer_at_least(0))
-    """Random-policy env steps before training starts."""
+    """Env steps acted with a uniform random policy at the start. Training does not wait for it: it starts
+    once replay holds one batch, as in dreamerv3."""
     log_every: int = setting(1000, integer_at_least(1))
     """Env steps between metrics lines."""
     save_every: int = setting(10000, integer_at_least(1))
