@@ -22,6 +22,7 @@ The last line printed is one JSON object (benchmarks.report.emit_record).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -128,7 +129,8 @@ def main() -> None:
         cfg = base.cfg.replace({**table[name], "env.vector": "sync", **extra})
         results[name] = run_arm(cfg, base.learner.state, spec, tasks, args.episodes, args.seed)
         s = results[name]["success"]
-        print(f"{name}: {int(s.sum())}/{s.size} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+        progress = json.dumps({"success": s.astype(int).tolist(), **results[name]["means"]})  # enough for a table
+        print(f"{name}: {int(s.sum())}/{s.size} ({time.time() - t0:.0f} s) {progress}", file=sys.stderr, flush=True)
     rows = {}
     for name in names:
         s = results[name]["success"]
