@@ -122,7 +122,8 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
     check_sequential(records, cfg, 3)
     L = cfg.env.max_episode_steps
     for r in records:
-        assert len(r["signal"]) == L + 1 and len(r["quantile"]) == L + 1
+        assert len(r["signal"]) == L + 1 and len(r["quantile"]) == L + 1 and len(r["psi1"]) == L + 1
+        assert len(r["regulation_action_change"]) == len(r["regulation_ascent_state_change"]) == L + 1
         assert all(0.0 <= s <= cfg.model.competence_quantiles for s in r["signal"])
         assert r["time_to_success"] == -1 or (r["success"] and 0 <= r["time_to_success"] <= L)
     saved = json.loads((out / "results.json").read_text())
@@ -134,6 +135,8 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
     assert [t["task"] for t in saved["tasks"]] == tasks and saved["tasks"][0]["episodes"] == 3
     assert 0.0 <= saved["success_rate"] <= 1.0 and 0.0 <= saved["sa_quantile_accuracy"] <= 1.0
     assert saved["sa_accuracy"] is not None and 0.0 <= saved["sa_accuracy"] <= 1.0
+    assert saved["sa_accuracy_rule"] == "psi_1 > 1/2" and 0.0 <= saved["sa_accuracy_n_half"] <= 1.0
+    assert saved["regulation_state_change"] > 0 and saved["regulation_action_change"] >= 0  # Algorithm 1 ran
     assert saved["sa_auroc"] is None or 0.0 <= saved["sa_auroc"] <= 1.0
     for name in ("roc.png", "time_to_success.png", "table.md", "quantiles.png"):
         assert (out / name).stat().st_size > 0
