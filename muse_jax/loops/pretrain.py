@@ -3,8 +3,9 @@
 The world model, competence head and actor-critic all learn from the same replay. Acting uses the
 actor ("dreamer" mode) after a random-policy prefill; self-regulation is a deployment-time mechanism
 and is not used while pre-training. Gradient steps follow DreamerV3's ratio rule
-(`train_driver.TrainRatio`): training starts once replay holds one batch (B * T stored steps that can
-be sampled; the prefill only decides that the acting is random until `train.prefill` env steps) and
+(`train_driver.TrainRatio`): training starts once replay holds one batch (B * T env steps collected,
+and one finished episode long enough to sample; the prefill only decides that the acting is random
+until `train.prefill` env steps) and
 then runs train_ratio / (B * T) gradient steps per env step from there, never a burst of the steps
 "owed" for the env steps before it (counting from step 0 paid ~4000 steps at once on the first 16
 episodes in the paper setting).
@@ -190,7 +191,10 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
             if len(collector.faults) > n_faults:  # an env crash may be NaN actions from a NaN loss: name the loss
                 driver.metrics.check()
             env_steps += collector.num_envs
-            if schedule.started or (len(replay) >= r.batch_size * r.seq_len and replay.can_sample()):
+            # dreamerv3 starts once replay holds B * T steps; its replay counts every step as it arrives, ours
+            # stores finished episodes, so: B * T env steps collected and one chunk to sample (the same step
+            # whether or not the run was killed and resumed in between)
+            if schedule.started or (env_steps >= r.batch_size * r.seq_len and replay.can_sample()):
                 driver.train(replay, driver.train_steps + schedule(env_steps))
             logger.advance(collector.num_envs, train=driver.train_steps)
             if env_steps - last_log >= cfg.train.log_every or env_steps >= total:

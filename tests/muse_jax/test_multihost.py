@@ -108,8 +108,8 @@ def test_two_process_train_step_equals_single_process_step():
 
 TINY_RUN = ("train.prefill=30", "train.log_every=40", "train.save_every=40", "train.train_ratio=16",
             "replay.capacity=2000", "replay.seq_len=8", "env.max_episode_steps=20", "parallel.distributed=true")
-# seq_len 8: training starts once replay holds one batch (B * T = 32 steps, the first two 20-step episodes,
-# env step 42) and then runs 16 / 32 = 0.5 steps per env step (train_driver.TrainRatio)
+# seq_len 8: training starts once B * T = 32 env steps are collected and the first (21-step) episodes can be
+# sampled, at env step 42, and then runs 16 / 32 = 0.5 steps per env step (train_driver.TrainRatio)
 
 
 def _pretrain_two_processes(logdir: Path, env_steps: int) -> list[list[dict]]:

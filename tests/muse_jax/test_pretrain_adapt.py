@@ -52,8 +52,9 @@ def test_pretrain_resumes_with_counters_continuing(run, cfg):
     ratio = cfg.train.train_ratio / (r.batch_size * r.seq_len)
     steps, prev = second["counters"]["train_steps"], second["counters"]["train_ratio_prev"]
     start = prev - (steps - 1) / ratio  # the env step of the first train step
-    episode_round = cfg.env.max_episode_steps * cfg.env.num_envs  # B * T = 64 stored steps: the first round
-    assert episode_round <= start <= episode_round + 2 * cfg.env.num_envs, start
+    # B * T = 64 env steps collected, then the first finished episodes (51 steps each, 2 envs) to sample from
+    first_round = (cfg.env.max_episode_steps + 1) * cfg.env.num_envs
+    assert start == max(r.batch_size * r.seq_len, first_round), start
     assert steps == 1 + int((cfg.train.env_steps - start) * ratio)
     assert steps < train_steps_due(cfg.train.env_steps, cfg.train.train_ratio, r.batch_size, r.seq_len)
     lines = list(read_jsonl(logdir / "metrics.jsonl"))
