@@ -27,8 +27,22 @@ from muse_jax.config import Config
 from muse_jax.nets import feature
 from muse_jax.world_model import ObsSpec, WorldModel, dtype_of
 
-__all__ = ["Agent", "Learner", "ObsSpec", "POLICY_MODES", "SplitLearner", "create_learner", "initial_carry",
-           "make_optimizer", "make_policy_step", "make_train_step", "policy_step", "train_step"]
+__all__ = ["CONTEXT_KEYS", "Agent", "Learner", "ObsSpec", "POLICY_MODES", "SplitLearner", "create_learner",
+           "initial_carry", "make_optimizer", "make_policy_step", "make_train_step", "policy_step", "pop_context",
+           "train_step"]
+
+CONTEXT_KEYS = ("replay_context/deter", "replay_context/stoch")
+"""Not metrics: the training posteriors [B, T, D] and class indices [B, T, S] that `train_step` returns
+among its metrics when `replay.context` is on, for `Replay.write_back` (pop them with `pop_context`)."""
+
+
+def pop_context(metrics: dict[str, Any]) -> tuple[dict[str, Any], tuple[Any, Any] | None]:
+    """(the scalar metrics, (deter, stoch) training posteriors or None) of a train step's output."""
+    metrics = dict(metrics)
+    if CONTEXT_KEYS[0] not in metrics:
+        return metrics, None
+    return metrics, (metrics.pop(CONTEXT_KEYS[0]), metrics.pop(CONTEXT_KEYS[1]))
+
 
 POLICY_MODES = (*AGENT_KINDS, "random")
 """How `policy_step` acts: as one of the agent kinds, or uniformly at random (the prefill)."""
@@ -133,7 +147,8 @@ def train_step(graphdef: Any, state: Any, batch: dict[str, jax.Array], key: jax.
            + repval * critic (returns along the replayed sequence).
     Imagination starts from every posterior state without gradients into the world model
     (dreamerv3 `ac_grads: False`); the replay value loss reaches it (`repval_grad: True`). Pure:
-    returns the new state and scalar metrics.
+    returns the new state and scalar metrics, plus, with `replay.context`, the batch's training
+    posteriors under CONTEXT_KEYS (not metrics: `pop_context` takes them out for `Replay.write_back`).
     """
     tr: Learner = nnx.merge(graphdef, state)
     cfg, agent = tr.cfg, tr.agent
@@ -155,6 +170,9 @@ def train_step(graphdef: Any, state: Any, batch: dict[str, jax.Array], key: jax.
         total = wm_loss + lw.policy * ac["actor"] + lw.value * ac["critic"] + lw.repval * repval
         metrics = {**metrics, **ac_metrics, "loss/actor": ac["actor"], "loss/critic": ac["critic"],
                    "loss/repval": repval, "loss/total": total, "imag_reward": traj["reward"][:, 1:].mean()}
+        if cfg.replay.context:  # dreamerv3 writes the training posteriors back into replay (replay.write_back)
+            metrics[CONTEXT_KEYS[0]] = jax.lax.stop_gradient(post["deter"])
+            metrics[CONTEXT_KEYS[1]] = jnp.argmax(post["stoch"], -1)
         return total, (metrics, outs["ret_lo"], outs["ret_hi"])
 
     modules = _trained(agent)
@@ -193,9 +211,13 @@ def make_train_step(cfg: Config, graphdef: Any, mesh: jax.sharding.Mesh | None =
 
 
 def initial_carry(graphdef: Any, state: Any, batch_size: int) -> dict[str, jax.Array]:
-    """Zero RSSM state and previous action for `batch_size` environments."""
+    """Zero RSSM state and previous action for `batch_size` environments.
+
+    `deter`/`stoch` is the filtering belief (never regulated); `act_deter`/`act_stoch` is the state the
+    policy acts from, which Algorithm 1 moves when `regulation.carry_regulated_state` (see `policy_step`)."""
     agent = nnx.merge(graphdef, state).agent
     carry = agent.wm.rssm.initial(batch_size)
+    carry["act_deter"], carry["act_stoch"] = carry["deter"], carry["stoch"]
     carry["action"] = jnp.zeros((batch_size, agent.spec.act_dim), jnp.float32)
     return carry
 
@@ -208,12 +230,19 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
     [B, A] in [-1, 1], the new carry, and info with `competence` [B], `competence_probs` [B, N],
     `value` [B] (critic, un-normalised), `value_normalized` [B] (value / return scale, the Dreamer
     self-awareness signal of §3.2.2) and `quantile` [B] (predicted success quantile class 0..N: the
-    number of psi_i above 1/2). `mode` must be static under jit.
+    number of psi_i above 1/2), `psi1` [B] (psi_1, success within the time limit: the main
+    self-awareness accuracy's prediction, evaluate.py). `mode` must be static under jit.
 
-    The carry is (h, z, a_t), from which the next call computes h_{t+1} = f(h, z, a_t) and then the
-    posterior z_{t+1} from the next observation. With strategy "gradient" and
-    `regulation.carry_regulated_state` (the default, Algorithm 1 as written) (h, z) is the ascended
-    state s, so regulation carries over to the next step; switched off, it is the unregulated posterior.
+    The carry holds a_t and two beliefs, each advanced by h_{t+1} = f(h, z, a_t) and the posterior
+    z_{t+1} from the next observation: the filtering belief (`deter`, `stoch`) that is never regulated,
+    and the acting state (`act_deter`, `act_stoch`). With strategy "gradient" and
+    `regulation.carry_regulated_state` (Algorithm 1's h_{t+1} = f(s, a_t)) the acting state is the
+    ascended s, so regulation carries over; otherwise both chains are the same. The self-awareness
+    outputs (`competence`, `quantile`, ...: what Table 1 scores) and the replay-context latents always
+    come from the filtering belief, the model's honest estimate before any regulation: an ascended state
+    has its competence pushed up by construction. Regulated steps add the effect sizes
+    `regulation_state_change`, `regulation_action_change`, `regulation_ascent_state_change`,
+    `regulation_ascent_action_change` [B] (regulation/gradient.py) and `regulated_competence` [B].
     """
     if mode not in POLICY_MODES:
         raise ValueError(f"policy_step: mode={mode!r} is not one of {POLICY_MODES}.")
@@ -226,28 +255,37 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
     is_first = jnp.asarray(obs["is_first"], bool)
     st, _ = agent.wm.rssm.obs_step(dict(deter=carry["deter"], stoch=carry["stoch"]), carry["action"], embed,
                                    is_first, k_obs)
+    carries_regulation = (mode == "muse" and cfg.regulation.strategy == "gradient"
+                          and cfg.regulation.carry_regulated_state)
+    if carries_regulation:  # the acting chain, fed the same observation from the carried ascended state
+        act_st, _ = agent.wm.rssm.obs_step(dict(deter=carry["act_deter"], stoch=carry["act_stoch"]),
+                                           carry["action"], embed, is_first, k_obs)
+    else:
+        act_st = st
     feat = feature(st["deter"], st["stoch"])
     probs = agent.wm.competence_probs(feat)
     value = agent.critic.value(feat)
     scale = jnp.maximum(cfg.behavior.retnorm_limit, tr.ret_hi.get_value() - tr.ret_lo.get_value())
     info: dict[str, jax.Array] = {"competence": competence(probs), "competence_probs": probs,
                                   "value": value, "value_normalized": value / scale,
-                                  "quantile": (probs > 0.5).sum(-1).astype(jnp.float32)}
+                                  "quantile": (probs > 0.5).sum(-1).astype(jnp.float32),
+                                  "psi1": probs[..., 0]}  # P(success within the time limit), §3.1.1
     B, A = feat.shape[0], agent.spec.act_dim
-    nxt = dict(deter=st["deter"], stoch=st["stoch"])
+    nxt = dict(deter=st["deter"], stoch=st["stoch"], act_deter=act_st["deter"], act_stoch=act_st["stoch"])
     if mode == "random":
         action = jax.random.uniform(k_act, (B, A), jnp.float32, -1.0, 1.0)
     elif mode == "dreamer" or cfg.regulation.strategy == "none":
         action = agent.actor.sample(feat, k_act)
     else:
-        action, reg_info = regulation.get_strategy(cfg.regulation.strategy)(agent, st["deter"], st["stoch"], k_act,
-                                                                            cfg)
+        action, reg_info = regulation.get_strategy(cfg.regulation.strategy)(agent, act_st["deter"],
+                                                                            act_st["stoch"], k_act, cfg)
         info["regulated_competence"] = reg_info["competence_final"]
-        if cfg.regulation.carry_regulated_state and "deter" in reg_info:
-            # replay context stores the filtering posterior, not the ascended state (collect.py)
-            info["posterior_deter"], info["posterior_stoch"] = st["deter"], st["stoch"]
-            nxt = dict(deter=reg_info["deter"].astype(st["deter"].dtype),
-                       stoch=reg_info["stoch"].astype(st["stoch"].dtype))
+        for k in ("state_change", "action_change", "ascent_state_change", "ascent_action_change"):
+            if k in reg_info:
+                info[f"regulation_{k}"] = reg_info[k]
+        if carries_regulation:
+            nxt["act_deter"] = reg_info["deter"].astype(st["deter"].dtype)
+            nxt["act_stoch"] = reg_info["stoch"].astype(st["stoch"].dtype)
     action = jnp.clip(action, -1.0, 1.0)
     return action, dict(**nxt, action=action), info
 

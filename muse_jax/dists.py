@@ -30,12 +30,18 @@ def symexp(x: jax.Array) -> jax.Array:
 def twohot_bins(n: int, low: float = -20.0, high: float = 20.0) -> jax.Array:
     """Bin centres, evenly spaced in symlog space (DreamerV3 uses symexp(linspace(-20, 20, 255))).
 
-    For odd n and low = -high the bins are built exactly antisymmetric, so that a uniform
-    distribution (a zero-initialised head) decodes to exactly 0 despite the ~1e8 outer bins.
+    For low = -high the bins are built exactly antisymmetric (odd n: with a 0 bin in the middle; even
+    n: without one), so that a uniform distribution (a zero-initialised head) decodes to exactly 0
+    despite the ~1e8 outer bins.
     """
+    if n < 2:
+        raise ValueError(f"twohot_bins: n={n} bins; two-hot needs at least 2 (model.bins, odd >= 3).")
     if n % 2 == 1 and low == -high:
         half = symexp(jnp.linspace(0.0, high, (n + 1) // 2, dtype=jnp.float32))
         return jnp.concatenate([-half[:0:-1], half])
+    if low == -high:
+        half = symexp(jnp.linspace(low, high, n, dtype=jnp.float32))[n // 2:]
+        return jnp.concatenate([-half[::-1], half])
     return symexp(jnp.linspace(low, high, n, dtype=jnp.float32))
 
 
@@ -54,14 +60,18 @@ def twohot_decode(logits: jax.Array, bins: jax.Array) -> jax.Array:
     """Expected value under softmax(logits) over `bins`.
 
     Summed symmetrically from both ends (as DreamerV3 does) so a uniform distribution decodes to
-    exactly zero despite the huge outer bins.
+    exactly zero despite the huge outer bins: the lower and upper halves are paired from the middle
+    outwards, with the middle bin on its own for odd n (DreamerV3's layout) and no middle bin for even n.
     """
-    probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
     n = bins.shape[0]
-    m = (n - 1) // 2
-    p1, p2, p3 = probs[..., :m], probs[..., m : m + 1], probs[..., m + 1 :]
-    b1, b2, b3 = bins[:m], bins[m : m + 1], bins[m + 1 :]
-    return (p2 * b2).sum(-1) + ((p1 * b1)[..., ::-1] + (p3 * b3)).sum(-1)
+    if logits.shape[-1] != n:
+        raise ValueError(f"twohot_decode: {logits.shape[-1]} logits for {n} bins; they must match.")
+    probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+    m = n // 2
+    low = (probs[..., :m] * bins[:m])[..., ::-1]
+    high = probs[..., n - m :] * bins[n - m :]
+    middle = (probs[..., m : n - m] * bins[m : n - m]).sum(-1)  # empty (0) for even n
+    return middle + (low + high).sum(-1)
 
 
 def twohot_loss(logits: jax.Array, target: jax.Array, bins: jax.Array) -> jax.Array:

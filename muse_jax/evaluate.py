@@ -4,8 +4,14 @@ Input is a list of episode records, one per adaptation episode:
 `{"task": str, "episode": int, "success": bool, "time_to_success": int (-1 = never), "signal": [float]}`
 where `signal` holds the agent's step-wise self-awareness prediction (MUSE: competence sum, 0..N;
 Dreamer: critic value / return scale). Every step's prediction is scored against its episode's
-outcome, pooled over all tasks. Accuracy thresholds: MUSE at N/2, Dreamer at the median of all its
-values (the paper's choice). MUSE records also hold `quantile` [T], the predicted success-quantile
+outcome, pooled over all tasks. Accuracy (`sa_accuracy`, Table 1's row): MUSE's binary prediction
+consistent with the labels, "succeeds within the time limit" iff psi_1 > 1/2 (psi_1 is the quantile
+whose label is 1 exactly when the episode succeeds within L; records carry it as `psi1`); Dreamer at the
+median of all its values (the paper's choice). The earlier MUSE rule, sum(psi) > N/2, is kept as the
+named variant `sa_accuracy_n_half`: it asks for success within the first ~half of the remaining time, so
+it counts even a perfect predictor wrong on every step more than ~0.6 L before a success. Records
+without `psi1` (older runs) fall back to the N/2 rule for `sa_accuracy`; `sa_accuracy_rule` says which
+rule was used. MUSE records also hold `quantile` [T], the predicted success-quantile
 class per step (how many psi_i > 1/2, 0..N); `sa_quantile_accuracy` is the per-step accuracy of that
 class against the true one (from the steps left until the episode's first success, failure = 0), the
 "finer-grained metric" of §3.2.2 (null for Dreamer, which has no quantile head).
@@ -46,6 +52,26 @@ def step_predictions(episodes: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np
     if not scores:
         return np.zeros(0), np.zeros(0, bool)
     return np.concatenate(scores), np.concatenate(labels)
+
+
+def psi1_predictions(episodes: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(psi_1 [S], labels [S]) over all steps, or None unless every episode recorded `psi1`."""
+    if not episodes or not all("psi1" in ep for ep in episodes):
+        return None
+    p = [np.asarray(ep["psi1"], float) for ep in episodes]
+    labels = [np.full(len(x), bool(ep["success"])) for x, ep in zip(p, episodes, strict=True)]
+    return np.concatenate(p), np.concatenate(labels)
+
+
+def regulation_effect(episodes: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """Mean per-step size of what self-regulation changed (`regulation_*` record lists; null when the
+    policy did not regulate): state/action change against the plain actor, and the part due to the ascent."""
+    out: dict[str, float | None] = {}
+    for k in ("regulation_state_change", "regulation_action_change", "regulation_ascent_state_change",
+              "regulation_ascent_action_change"):
+        vals = [np.asarray(ep[k], float) for ep in episodes if k in ep]
+        out[k] = _num(float(np.concatenate(vals).mean())) if vals and sum(v.size for v in vals) else None
+    return out
 
 
 def true_quantiles(time_to_success: int, steps: int, max_steps: int, n_quantiles: int) -> np.ndarray:
@@ -89,18 +115,34 @@ def threshold_for(agent: str, scores: np.ndarray, n_quantiles: int) -> float:
     raise ValueError(f"agent '{agent}' is unknown; use one of {AGENT_KINDS}.")
 
 
+def main_prediction(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, threshold: float | None = None,
+                    ) -> tuple[np.ndarray, np.ndarray, float, str]:
+    """(scores, labels, threshold, rule) of the main accuracy: MUSE psi_1 > 1/2 when the records have `psi1`,
+    else the signal against `threshold_for` (or the given pooled `threshold`)."""
+    if agent == "muse":
+        p1 = psi1_predictions(episodes)
+        if p1 is not None:
+            return p1[0], p1[1], 0.5, "psi_1 > 1/2"
+    scores, labels = step_predictions(episodes)
+    t = threshold if threshold is not None else threshold_for(agent, scores, n_quantiles)
+    rule = "value > median" if agent == "dreamer" else "sum psi > N/2 (records without psi1)"
+    return scores, labels, t, rule
+
+
 def _group_figures(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
-                   ) -> dict[str, Any]:
+                   threshold: float | None = None) -> dict[str, Any]:
     scores, labels = step_predictions(episodes)
     succ = [bool(ep["success"]) for ep in episodes]
     tts = [int(ep["time_to_success"]) for ep in episodes]
     q_pred, q_true = quantile_predictions(episodes, max_steps, n_quantiles)
+    m_scores, m_labels, m_threshold, _ = main_prediction(agent, episodes, n_quantiles, threshold)
     return {
         "episodes": len(episodes),
         "success_rate": _num(M.success_rate(succ)),
         "mean_time_to_success": _num(mean_time_to_completion(episodes, max_steps)),
         "mean_time_to_success_solved": _num(M.mean_time_to_success(tts, succ)),
-        "sa_accuracy": _num(M.accuracy(scores, labels, threshold_for(agent, scores, n_quantiles))),
+        "sa_accuracy": _num(M.accuracy(m_scores, m_labels, m_threshold)),
+        "sa_accuracy_n_half": (_num(M.accuracy(scores, labels, n_quantiles / 2.0)) if agent == "muse" else None),
         "sa_auroc": _num(M.auroc(scores, labels)),
         "sa_quantile_accuracy": _num(float((q_pred == q_true).mean())) if q_pred.size else None,
     }
@@ -120,18 +162,24 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, 
     pooled = _group_figures(agent, episodes, n_quantiles, max_steps)
     rates = [t["success_rate"] for t in per_task if t["success_rate"] is not None]
     scores, _ = step_predictions(episodes)
-    threshold = threshold_for(agent, scores, n_quantiles) if scores.size else None
+    m_scores, _, threshold, rule = main_prediction(agent, episodes, n_quantiles) if scores.size else (
+        scores, None, None, None)
     return {
         "agent": agent,
         "signal": SIGNAL_NAMES[agent],
         "sa_accuracy": pooled["sa_accuracy"],
+        "sa_accuracy_rule": rule,
+        "sa_accuracy_n_half": pooled["sa_accuracy_n_half"],
         "sa_auroc": pooled["sa_auroc"],
         "sa_quantile_accuracy": pooled["sa_quantile_accuracy"],
         "sa_threshold": _num(threshold) if threshold is not None else None,
-        # share of steps `metrics.accuracy` counts as predicted successes (0 or 1: a constant prediction)
-        "sa_predicted_success_share": _num(float((scores > threshold).mean())) if threshold is not None else None,
+        # share of steps the main rule counts as predicted successes (0 or 1: a constant prediction)
+        "sa_predicted_success_share": _num(float((m_scores > threshold).mean())) if threshold is not None else None,
         "success_rate": _num(float(np.mean(rates))) if rates else None,
         "tasks_solved": sum(1 for t in per_task if (t["success_rate"] or 0) > 0),
+        "tasks_solved_fraction": _num(sum(1 for t in per_task if (t["success_rate"] or 0) > 0) / len(per_task))
+        if per_task else None,
+        **regulation_effect(episodes),
         "mean_time_to_success": pooled["mean_time_to_success"],
         "mean_time_to_success_solved": pooled["mean_time_to_success_solved"],
         "max_steps": int(max_steps),
@@ -141,15 +189,20 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, 
     }
 
 
-ROWS = (("Accuracy", "sa_accuracy", True), ("AUROC", "sa_auroc", False),
-        ("Quantile accuracy", "sa_quantile_accuracy", True), ("Success rate", "success_rate", True),
+ROWS = (("Accuracy", "sa_accuracy", True), ("Accuracy, sum psi > N/2 variant", "sa_accuracy_n_half", True),
+        ("AUROC", "sa_auroc", False),
+        ("Quantile accuracy", "sa_quantile_accuracy", True),
+        ("Success rate (per episode, mean over tasks)", "success_rate", True),
+        ("Tasks solved (at least one success)", "tasks_solved_fraction", True),
         ("Mean time to completion (failures = L)", "mean_time_to_success", False),
         ("Mean time to success (solved only)", "mean_time_to_success_solved", False))
 """Table 1's rows (accuracy, AUROC) plus the §3.2.2 quantile and self-regulation metrics."""
 
-PAPER_TABLE1 = {"muse": {"sa_accuracy": 0.92, "sa_auroc": 0.95, "success_rate": 0.70},
-                "dreamer": {"sa_accuracy": 0.39, "sa_auroc": 0.63, "success_rate": 0.0}}
-"""MUSE Table 1 (and §3.2.3: 7/10 tasks solved by MUSE, none by Dreamer-v3), for `compare`."""
+PAPER_TABLE1 = {"muse": {"sa_accuracy": 0.92, "sa_auroc": 0.95, "tasks_solved_fraction": "7/10"},
+                "dreamer": {"sa_accuracy": 0.39, "sa_auroc": 0.63, "tasks_solved_fraction": "0/10"}}
+"""MUSE Table 1, and §3.2.3's "solved 7 of the 10 novel tasks (70%)" (Dreamer-v3: none) for `compare`.
+The 70% is a share of tasks solved, not a per-episode success rate, which the paper does not report:
+it sits in the tasks-solved row and the per-episode success row's paper cell stays empty."""
 
 
 def _one_outcome(r: dict[str, Any]) -> str | None:
@@ -165,8 +218,10 @@ def _one_outcome(r: dict[str, Any]) -> str | None:
 
 
 def _cell(r: dict[str, Any], key: str, pct: bool) -> str:
-    if key == "sa_quantile_accuracy" and r.get("agent") == "dreamer":
+    if key in ("sa_quantile_accuracy", "sa_accuracy_n_half") and r.get("agent") == "dreamer":
         return "n/a (no quantile head)"
+    if key == "tasks_solved_fraction" and r.get("tasks"):
+        return f"{r.get('tasks_solved', 0)}/{len(r['tasks'])}"
     text = _fmt(r.get(key), pct)
     one = _one_outcome(r)
     if one and key == "sa_accuracy":
@@ -187,12 +242,19 @@ def table1_side_by_side(results: Sequence[dict[str, Any]]) -> str:
     lines = ["| Metric | " + " | ".join(names) + " | paper MUSE | paper Dreamer-v3 |",
              "| --- |" + " --- |" * (len(results) + 2)]
     for metric, key, pct in ROWS:
-        paper = [_fmt(PAPER_TABLE1[a].get(key), pct) if key in PAPER_TABLE1[a] else "" for a in AGENT_KINDS]
+        paper = [_paper_cell(PAPER_TABLE1[a].get(key), pct) for a in AGENT_KINDS]
         lines.append(f"| {metric} | " + " | ".join(_cell(r, key, pct) for r in results) + " | "
                      + " | ".join(paper) + " |")
     lines.append("| Episodes (tasks) | " + " | ".join(f"{r['episodes']} ({len(r['tasks'])})" for r in results)
                  + " | 200 (10) | 200 (10) |")
     return "\n".join(lines) + "\n"
+
+
+def _paper_cell(x: float | str | None, pct: bool) -> str:
+    """The paper's value as printed there ("7/10" stays a count), empty where the paper has none."""
+    if x is None:
+        return ""
+    return x if isinstance(x, str) else _fmt(x, pct)
 
 
 def _fmt(x: float | None, pct: bool = False) -> str:

@@ -19,10 +19,12 @@ Design choices (documented because DreamerV3 implementations differ):
   had at each step (`deter` float16 [T, D], `stoch` uint8 class indices [T, S]; the collector stores
   the acting-time posterior). A chunk starting at offset o > 0 then comes with `start_deter` /
   `start_stoch`, the latent after step o-1, and keeps its stored `is_first`, so the world model
-  continues the episode's state instead of restarting from zeros mid-episode. Departure: dreamerv3
-  also writes the training posteriors back into replay after every train step; here the stored
-  latents stay those from acting time (collected with parameters at most one episode old when the
-  episode is fresh, older for old episodes), which the model's filtering corrects within a few steps.
+  continues the episode's state instead of restarting from zeros mid-episode. As dreamerv3 does
+  (`agent.train` returns `outs['replay']`, `replay.update`), every train step's posteriors are written
+  back over the sampled chunk's stored latents (`write_back`, with the chunk positions `sample` keeps
+  in `last_positions`), so chunks start from latents of a recent model, not from those of the
+  random-init model that collected the prefill. Episodes added with `write_back=False` keep their
+  latents (adaptation shares the retained pre-training episodes between tasks as read-only views).
   Without stored latents (or `context=False`) every chunk's first step is marked `is_first`.
 """
 
@@ -88,6 +90,9 @@ class Replay:
         self._steps = 0
         self._rng = np.random.default_rng(seed)
         self.episodes_added = 0
+        self._read_only: set[int] = set()  # ids of episodes whose latents are shared views (no write-back)
+        self.last_positions: list[tuple[dict[str, np.ndarray], int]] = []
+        """(episode, offset) of each row of the latest `sample`, for `write_back`."""
 
     def __len__(self) -> int:
         """Stored steps."""
@@ -100,11 +105,13 @@ class Replay:
     def nbytes(self) -> int:
         return sum(v.nbytes for ep in self._episodes for v in ep.values())
 
-    def add_episode(self, episode: Mapping[str, np.ndarray], success_T: np.ndarray | None = None) -> None:
+    def add_episode(self, episode: Mapping[str, np.ndarray], success_T: np.ndarray | None = None,
+                    write_back: bool = True) -> None:
         """Store one finished episode (arrays with a leading time axis).
 
         With `success_T` (per-step success flags) the `time_to_success` labels are computed here;
-        otherwise the episode must already carry them.
+        otherwise the episode must already carry them. `write_back=False`: its stored latents are never
+        overwritten by `write_back` (arrays shared with other replays).
         """
         ep = {k: np.asarray(v) for k, v in episode.items()}
         if success_T is not None:
@@ -119,11 +126,18 @@ class Replay:
         if length > self.capacity:
             raise ValueError(f"an episode of {length} steps does not fit replay.capacity={self.capacity}.")
         ep["time_to_success"] = ep["time_to_success"].astype(np.float32)
+        if write_back:  # own copies, so writing back never reaches the caller's arrays
+            for k in LATENT_KEYS:
+                if k in ep:
+                    ep[k] = np.array(ep[k], copy=True)
+        else:
+            self._read_only.add(id(ep))
         self._episodes.append(ep)
         self._steps += length
         self.episodes_added += 1
         while self._steps > self.capacity:
             old = self._episodes.popleft()
+            self._read_only.discard(id(old))
             self._steps -= len(old["reward"])
 
     def can_sample(self) -> bool:
@@ -143,6 +157,7 @@ class Replay:
         idx = np.searchsorted(bounds, flat, side="right")
         offs = flat - (bounds[idx] - starts[idx])
         chosen = [eps[i] for i in idx]
+        self.last_positions = [(ep, int(o)) for ep, o in zip(chosen, offs, strict=True)]
         keys = [k for k in chosen[0] if k not in LATENT_KEYS]
         out = {k: np.stack([ep[k][o : o + T] for ep, o in zip(chosen, offs, strict=True)]) for k in keys}
         out["is_first"] = out["is_first"].copy()
@@ -157,6 +172,27 @@ class Replay:
         else:
             out["is_first"][:, 0] = True  # no stored latent: a chunk's first step starts the model state afresh
         return out
+
+    def write_back(self, positions: Sequence[tuple[dict[str, np.ndarray], int]], deter_BxTxD: np.ndarray,
+                   stoch_BxTxS: np.ndarray) -> int:
+        """Store the training posteriors of a sampled batch (rows in `positions` order, from `last_positions`)
+        over the chunks' latents; returns how many rows were written (evicted, latent-free or read-only
+        episodes are skipped). `stoch` is class indices [B, T, S] (or one-hots [B, T, S, K])."""
+        deter = np.asarray(deter_BxTxD, np.float16)
+        stoch = np.asarray(stoch_BxTxS)
+        if stoch.ndim == 4:
+            stoch = stoch.argmax(-1)
+        stoch = stoch.astype(np.uint8)
+        live = {id(ep) for ep in self._episodes}
+        n = 0
+        for b, (ep, o) in enumerate(positions):
+            if id(ep) not in live or id(ep) in self._read_only or "deter" not in ep:
+                continue
+            T = min(deter.shape[1], len(ep["deter"]) - o)
+            ep["deter"][o : o + T] = deter[b, :T]
+            ep["stoch"][o : o + T] = stoch[b, :T]
+            n += 1
+        return n
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Everything as flat numpy arrays: each key concatenated over episodes plus `episode_lengths`."""

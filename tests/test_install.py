@@ -21,7 +21,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "muse_common", "muse_jax", "llm_side")
 TINY = ("train.env_steps=80", "train.prefill=30", "train.log_every=40", "train.save_every=40",
-        "train.train_ratio=16", "replay.capacity=2000", "env.max_episode_steps=20")
+        "train.train_ratio=16", "replay.capacity=2000", "replay.seq_len=8", "env.max_episode_steps=20")
+# seq_len 8: training starts once replay holds one batch (B * T = 32 env steps, sampled from the first
+# finished episodes at env step 42)
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:

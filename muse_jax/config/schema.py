@@ -192,7 +192,10 @@ class RegulationConfig:
     horizon: int = setting(10, integer_at_least(1))
     """H, the rollout horizon of Algorithm 1 (also used by rollouts and MCTS depth)."""
     beta: float = setting(0.02, number_at_least(0))
-    """Step size of the gradient ascent on s = (h, z)."""
+    """Step size of the gradient ascent on s = (h, z) (MUSE Algorithm 1: 0.02). Measured on the quickstart
+    model (benchmarks/regulation_effect.py, README "What Algorithm 1 does here"): no beta or reading beat the
+    plain actor; up to 0.5 the ascent changes no outcome against beta = 0, and large in-place steps hurt.
+    The defaults of this section are therefore Algorithm 1 as written."""
     num_rollouts: int = setting(16, integer_at_least(1))
     """(a) Number of sampled imagined rollouts."""
     mcts_simulations: int = setting(32, integer_at_least(1))
@@ -203,9 +206,20 @@ class RegulationConfig:
     """(b) Unused since MCTS selects by the self-awareness criterion in place of UCB (§3.1.2); kept so old
     configs load."""
     carry_regulated_state: bool = True
-    """Algorithm 1 as written: the ascended s = (h, z) is the carry, so h_{t+1} = f(s, a_t) and regulation
-    builds up over the episode. False = the earlier reading: the ascended s only picks a_t and the next
-    step starts from the unregulated posterior (see regulation/gradient.py for why both exist)."""
+    """Algorithm 1 as written: the ascended s = (h, z) is the acting chain's carry, so h_{t+1} = f(s, a_t) and
+    regulation builds up over the episode. False = the ascended s only picks a_t and the next step acts from
+    the unregulated posterior. Either way the self-awareness signal scored in Table 1 comes from a separate,
+    never-regulated filtering chain (the model's honest belief; `agent.policy_step`)."""
+    z_source: Literal["prior", "posterior"] = "prior"
+    """Where Algorithm 1's z_t comes from: "prior" samples z_t ~ p(z_t | h_t) as the algorithm writes it;
+    "posterior" starts from the filtered z_t ~ q(z_t | h_t, x_t), which has seen the observation."""
+    rollout: Literal["forward", "in_place"] = "forward"
+    """"forward": Algorithm 1 as written, each of the H ascent steps follows a ~ pi(s), h <- f(s, a), so the
+    acting state lies H imagined steps ahead; "in_place": the H ascent steps act on the current s only (no
+    model step), so regulation moves the current belief and nothing else."""
+    step: Literal["fixed", "normalized"] = "fixed"
+    """Eq. 4's step: "fixed" s += beta * grad (as written); "normalized" s += beta * grad / |grad| (a step of
+    length beta whatever the gradient's scale)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,9 +275,11 @@ class TrainConfig:
     env_steps: int = setting(2_000_000, integer_at_least(1))
     """Total environment steps of pre-training."""
     train_ratio: float = setting(512.0, number_above(0))
-    """Replayed steps per env step: grad steps = env_steps * train_ratio / (B * T)."""
+    """Replayed steps per env step: train_ratio / (B * T) grad steps per env step, counted from the first
+    train step, which comes once replay holds one batch (dreamerv3 `Ratio`, `train_driver.TrainRatio`)."""
     prefill: int = setting(5000, integer_at_least(0))
-    """Random-policy env steps before training starts."""
+    """Env steps acted with a uniform random policy at the start. Training does not wait for it: it starts
+    once replay holds one batch, as in dreamerv3."""
     log_every: int = setting(1000, integer_at_least(1))
     """Env steps between metrics lines."""
     save_every: int = setting(10000, integer_at_least(1))
@@ -282,6 +298,13 @@ class AdaptConfig:
     """Adaptation episodes per novel task."""
     train_ratio: float = setting(512.0, number_above(0))
     """Replayed steps per env step during adaptation."""
+    novel_fraction: float | None = setting(None, Allowed(lambda v, _: v is None or 0.0 <= v <= 1.0,
+                                                         "null (uniform over the retained buffer) or 0..1"))
+    """Share of each adaptation batch drawn from the novel task's own episodes. null (default; the paper is
+    silent): uniform chunks over the retained pre-training buffer plus the new episodes, so the novel task is
+    only its share of stored steps (paper setting: at most 20 x 500 / 2M = 0.5%; quickstart: at most
+    375 / 8375 = 4.5%). A number f: round(f * B) chunks from the novel episodes (once one is long enough),
+    the rest from the pre-training episodes (`adapt.sample_batch`)."""
     parallel_tasks: bool = True
     """Adapt all novel tasks side by side (learner states stacked, policy and train steps vmapped over the
     task axis, one env per task); False = one task after another. Either way each task adapts on its own,

@@ -45,7 +45,7 @@ from muse_jax.checkpoint import Checkpointer
 from muse_jax.competence import agent_steps_per_episode
 from muse_jax.config import Config, ConfigError
 from muse_jax.envs.metaworld import check_task, configure_gl, make_vector_env
-from muse_jax.loops.collect import Collector, Episode
+from muse_jax.loops.collect import REGULATION_EFFECT_KEYS, Collector, Episode
 from muse_jax.loops.jit_cache import memo_jit
 from muse_jax.loops.restore import restore_learner
 from muse_jax.loops.train_driver import DeviceMetrics, train_steps_due
@@ -68,6 +68,11 @@ def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dic
            "length": ep.length, "score": ep.score, "signal": [round(float(x), 5) for x in signal]}
     if agent == "muse" and "quantile" in ep.extra_T:
         rec["quantile"] = [int(x) for x in ep.extra_T["quantile"]]
+    if agent == "muse" and "psi1" in ep.extra_T:
+        rec["psi1"] = [round(float(x), 5) for x in ep.extra_T["psi1"]]
+    for k in REGULATION_EFFECT_KEYS:  # what self-regulation changed, per step (regulation/gradient.py)
+        if k in ep.extra_T:
+            rec[k] = [round(float(x), 5) for x in ep.extra_T[k]]
     rec.update(counters or {})
     return rec
 
@@ -122,12 +127,42 @@ def make_task_train_step(graphdef: Any) -> Callable:
     return jax.jit(jax.vmap(lambda st, batch, key: A.train_step(graphdef, st, batch, key)), donate_argnums=0)
 
 
-def task_replay(capacity: int, seq_len: int, seed: int, pre: dict[str, np.ndarray] | None) -> Replay:
-    """A task's replay: the pre-training episodes as views of the shared arrays (no copy), room for its own."""
-    replay = Replay(capacity, seq_len, seed)
+def task_replay(capacity: int, seq_len: int, seed: int, pre: dict[str, np.ndarray] | None,
+                context: bool = True) -> Replay:
+    """A task's replay: the pre-training episodes as views of the shared arrays (no copy), room for its own.
+    `context` is `replay.context` (chunks start from the stored latents, as in pre-training)."""
+    replay = Replay(capacity, seq_len, seed, context=context)
     for ep in unpack_episodes(pre) if pre is not None else []:
-        replay.add_episode(ep)
+        replay.add_episode(ep, write_back=False)  # shared by every task: their latents stay as pre-training left them
     return replay
+
+
+def sample_batch(replay: Replay, novel: Replay | None, batch_size: int, novel_fraction: float | None,
+                 ) -> tuple[dict[str, np.ndarray], list[tuple[Replay, tuple[dict[str, np.ndarray], int]]]]:
+    """One task's adaptation batch (`adapt.novel_fraction`) and, per row, (its replay, its position) for
+    `Replay.write_back`: uniform over `replay` (pre-training + new episodes) when the fraction is None;
+    else round(f * B) chunks from `novel` (the task's own episodes, once one is long enough) and the rest
+    from `replay`, which then holds the pre-training episodes only."""
+    def one(rp: Replay, n: int) -> tuple[dict[str, np.ndarray], list]:
+        batch = rp.sample(n)
+        return batch, [(rp, pos) for pos in rp.last_positions]
+
+    if novel_fraction is None or novel is None:
+        return one(replay, batch_size)
+    n_new = int(round(novel_fraction * batch_size)) if novel.can_sample() else 0
+    if n_new == 0:
+        return one(replay, batch_size)
+    if n_new == batch_size or not replay.can_sample():
+        return one(novel, batch_size)
+    (a, pa), (b, pb) = one(replay, batch_size - n_new), one(novel, n_new)
+    return {k: np.concatenate([a[k], b[k]]) for k in a if k in b}, pa + pb  # latents only where both have them
+
+
+def write_back_rows(rows: list[tuple[Replay, tuple[dict[str, np.ndarray], int]]], deter: np.ndarray,
+                    stoch: np.ndarray) -> None:
+    """Write one task's training posteriors [B, T, ...] back, row by row, into the replay each row came from."""
+    for b, (rp, pos) in enumerate(rows):
+        rp.write_back([pos], deter[b : b + 1], stoch[b : b + 1])
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -201,7 +236,10 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
     K, r, seed = len(group), cfg.replay, cfg.train.seed
     records_path = out / "episodes.jsonl"
     ck = Checkpointer(group_dir(out, group) / "checkpoints", keep=1)
-    replays = [task_replay(r.capacity, r.seq_len, seed + 31 * k, pre_replay) for k in range(K)]
+    replays = [task_replay(r.capacity, r.seq_len, seed + 31 * k, pre_replay, r.context) for k in range(K)]
+    frac = cfg.adapt.novel_fraction  # None: the new episodes join `replays` (uniform); else their own replay
+    novels = [Replay(r.capacity, r.seq_len, seed + 31 * k + 7, context=r.context) for k in range(K)]
+    own = novels if frac is not None else replays
     new_eps: list[list[dict[str, np.ndarray]]] = [[] for _ in range(K)]
     records: dict[str, list[dict[str, Any]]] = {t: [] for t in group}
     env_steps, train_steps = 0, 0
@@ -214,7 +252,7 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
             if mine:
                 new_eps[k] = unpack_episodes(mine)
                 for ep in new_eps[k]:
-                    replays[k].add_episode(ep)
+                    own[k].add_episode(ep)
         seen = {(x["task"], x["episode"]) for x in read_jsonl(records_path, RECORD_KEYS)}
         for t in group:
             for rec in records[t]:
@@ -237,11 +275,18 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
             finished = collector.step(state, agent)
             env_steps += 1
             due = train_steps_due(env_steps, cfg.adapt.train_ratio, r.batch_size, r.seq_len)
-            while train_steps < due and all(rp.can_sample() for rp in replays):
-                samples = [rp.sample(r.batch_size) for rp in replays]  # each task from its own replay
+            pairs = list(zip(replays, novels, strict=True))
+            while train_steps < due and all(rp.can_sample() or nv.can_sample() for rp, nv in pairs):
+                # each task from its own replay
+                samples, rows = zip(*[sample_batch(rp, nv, r.batch_size, frac) for rp, nv in pairs], strict=True)
                 batch = {k_: np.stack([b[k_] for b in samples]) for k_ in samples[0]}
                 keys = jax.random.split(jax.random.fold_in(key, train_steps), K)
                 state, step_metrics = train_fn(state, batch, keys)
+                step_metrics, context = A.pop_context(step_metrics)
+                if context is not None:  # write the posteriors back into each task's own new episodes
+                    deter, stoch = jax.device_get(context)
+                    for k_ in range(K):  # the shared pre-training episodes are read-only: skipped
+                        write_back_rows(rows[k_], deter[k_], stoch[k_])
                 metrics.add(step_metrics, train_steps)  # [K] per metric, kept on the device
                 train_steps += 1
             new = []
@@ -256,7 +301,7 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
                     "train_step_start": s_train, "train_step_end": train_steps})
                 starts[t] = (env_steps, train_steps)
                 data = ep.replay_data()
-                replays[k].add_episode(data)
+                own[k].add_episode(data)
                 new_eps[k].append(data)
                 records[t] = records[t] + [rec]
                 new.append(rec)

@@ -24,7 +24,10 @@ import numpy as np
 from muse_jax.competence import steps_to_success
 from muse_jax.replay import latent_arrays
 
-EXTRA_INFO_KEYS = ("value_normalized", "quantile")
+REGULATION_EFFECT_KEYS = ("regulation_state_change", "regulation_action_change",
+                          "regulation_ascent_state_change", "regulation_ascent_action_change")
+"""Per-step size of what self-regulation changed (`regulation/gradient.py`), reported by regulated policies."""
+EXTRA_INFO_KEYS = ("value_normalized", "quantile", "psi1", *REGULATION_EFFECT_KEYS)
 """Per-step policy outputs kept for evaluation when the policy reports them (Episode.extra_T)."""
 
 AGENT_OBS_KEYS = ("image", "proprio", "task_id", "is_first")
@@ -126,10 +129,8 @@ class Collector:
         action, self.carry, info = self.policy(state, self.carry, agent_obs, sub, mode)
         action = np.asarray(action, np.float32)
         has_latent = isinstance(self.carry, dict) and "deter" in self.carry and "stoch" in self.carry
-        if has_latent:  # the posterior after observing t (a policy without an RSSM stores none)
-            # the posterior after observing t; with Algorithm 1 the carry holds the ascended state instead
-            deter, stoch = latent_arrays(info.get("posterior_deter", self.carry["deter"]),
-                                         info.get("posterior_stoch", self.carry["stoch"]))
+        if has_latent:  # the filtering posterior after observing t, never a regulated state (agent.policy_step)
+            deter, stoch = latent_arrays(self.carry["deter"], self.carry["stoch"])
         competence = np.asarray(info["competence"], np.float32)
         value = np.asarray(info["value"], np.float32)
         extra = {k: np.asarray(info[k], np.float32) for k in EXTRA_INFO_KEYS if k in info}

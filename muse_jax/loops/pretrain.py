@@ -2,8 +2,13 @@
 
 The world model, competence head and actor-critic all learn from the same replay. Acting uses the
 actor ("dreamer" mode) after a random-policy prefill; self-regulation is a deployment-time mechanism
-and is not used while pre-training. Gradient steps follow the train ratio:
-grad steps = env_steps * train_ratio / (B * T), counted from the start of the run.
+and is not used while pre-training. Gradient steps follow DreamerV3's ratio rule
+(`train_driver.TrainRatio`): training starts once replay holds one batch (B * T env steps collected,
+and one finished episode long enough to sample; the prefill only decides that the acting is random
+until `train.prefill` env steps) and
+then runs train_ratio / (B * T) gradient steps per env step from there, never a burst of the steps
+"owed" for the env steps before it (counting from step 0 paid ~4000 steps at once on the first 16
+episodes in the paper setting).
 
 Resuming: when `logdir/checkpoints` holds a checkpoint, the learner state (parameters, optimiser
 and normaliser state), the replay and the counters are restored and the run continues from there.
@@ -40,7 +45,7 @@ from muse_jax.errors import CheckpointNotFoundError
 from muse_jax.loops.collect import Collector, Episode
 from muse_jax.loops.jit_cache import memo_jit
 from muse_jax.loops.restore import obs_spec, spec_to_meta
-from muse_jax.loops.train_driver import NonFiniteLossError, TrainDriver, train_steps_due
+from muse_jax.loops.train_driver import NonFiniteLossError, TrainDriver, TrainRatio
 from muse_jax.replay import Replay, pack_episodes, step_bytes, unpack_episodes
 from muse_jax.run_log import RunLogger, drop_metrics_after
 
@@ -167,10 +172,13 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
     last_log, last_save = env_steps, env_steps
     t_log, steps_log, train_log = time.time(), env_steps, driver.train_steps
     r = cfg.replay
+    # checkpoints from before the rule have no clock: it restarts at the resume step
+    schedule = TrainRatio(cfg.train.train_ratio, r.batch_size, r.seq_len, counters.get("train_ratio_prev"))
 
     def save() -> None:
         driver.metrics.check()  # a NaN/inf since the last read stops the run here: never saved
-        counters.update(env_steps=env_steps, train_steps=driver.train_steps)
+        driver.flush_context()  # the saved replay holds the latest training posteriors
+        counters.update(env_steps=env_steps, train_steps=driver.train_steps, train_ratio_prev=schedule.prev)
         # orbax cannot store zero-size arrays: before the first finished episode there is no replay to save
         ckpt.save(env_steps, driver.state, replay=replay.state_dict() if replay.num_episodes else None,
                   meta={"config": cfg.to_dict(), "spec": spec_to_meta(spec), "seed": seed, "counters": dict(counters),
@@ -188,8 +196,11 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
             if len(collector.faults) > n_faults:  # an env crash may be NaN actions from a NaN loss: name the loss
                 driver.metrics.check()
             env_steps += collector.num_envs
-            if env_steps >= cfg.train.prefill:
-                driver.train(replay, train_steps_due(env_steps, cfg.train.train_ratio, r.batch_size, r.seq_len))
+            # dreamerv3 starts once replay holds B * T steps; its replay counts every step as it arrives, ours
+            # stores finished episodes, so: B * T env steps collected and one chunk to sample (the same step
+            # whether or not the run was killed and resumed in between)
+            if schedule.started or (env_steps >= r.batch_size * r.seq_len and replay.can_sample()):
+                driver.train(replay, driver.train_steps + schedule(env_steps))
             logger.advance(collector.num_envs, train=driver.train_steps)
             if env_steps - last_log >= cfg.train.log_every or env_steps >= total:
                 dt = max(time.time() - t_log, 1e-9)
@@ -213,5 +224,5 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
         collector.close()
         ckpt.close()
     last_metrics = driver.metrics.read() or last_metrics
-    counters.update(env_steps=env_steps, train_steps=driver.train_steps)
+    counters.update(env_steps=env_steps, train_steps=driver.train_steps, train_ratio_prev=schedule.prev)
     return {"counters": counters, "metrics": last_metrics}

@@ -26,12 +26,39 @@ from muse_jax.errors import NonFiniteLossError
 from muse_jax.loops.jit_cache import memo_jit
 from muse_jax.replay import Replay
 
-__all__ = ["DeviceMetrics", "NonFiniteLossError", "TrainDriver", "check_finite", "train_steps_due"]
+__all__ = ["DeviceMetrics", "NonFiniteLossError", "TrainDriver", "TrainRatio", "check_finite", "train_steps_due"]
 
 
 def train_steps_due(env_steps: int, train_ratio: float, batch_size: int, seq_len: int) -> int:
     """Gradient steps owed after `env_steps` environment steps at the given train ratio."""
     return int(env_steps * train_ratio / (batch_size * seq_len))
+
+
+class TrainRatio:
+    """DreamerV3's training schedule (embodied/run/train.py: `elements.when.Ratio(train_ratio / (B * T))`,
+    called only once replay holds one batch): the first call trains one step and starts the clock; every
+    later call owes int((env_step - prev) * ratio) steps, `prev` advancing by what was paid. So training
+    starts as soon as there is data for one batch and follows the ratio from there, with no burst of
+    steps owed for the env steps before it. `prev` is saved in checkpoints (None = not started)."""
+
+    def __init__(self, train_ratio: float, batch_size: int, seq_len: int, prev: float | None = None) -> None:
+        self.ratio = float(train_ratio) / (batch_size * seq_len)
+        self.prev = None if prev is None else float(prev)
+
+    @property
+    def started(self) -> bool:
+        return self.prev is not None
+
+    def __call__(self, env_step: int) -> int:
+        """Gradient steps owed now, at `env_step` (call it only once replay can sample a batch)."""
+        if self.ratio <= 0:
+            return 0
+        if self.prev is None:
+            self.prev = float(env_step)
+            return 1
+        repeats = int((env_step - self.prev) * self.ratio)
+        self.prev += repeats / self.ratio
+        return repeats
 
 
 def _metric_order(name: str) -> tuple[bool, str]:
@@ -124,16 +151,33 @@ class TrainDriver:
         self._key = jax.random.key(seed + 1)
         self._compiled = False
         self.metrics = DeviceMetrics()
+        # training posteriors waiting to be written back into replay (replay context, dreamerv3 replay.update);
+        # several hosts: each host's rows of the replicated output are not split out, so none are written
+        self._write_back = cfg.replay.context and not parallel.is_multi_process()
+        self._pending: list[tuple[Replay, list, Any]] = []
+
+    def flush_context(self) -> None:
+        """Write the queued training posteriors back into replay (one device read per queued step)."""
+        for replay, positions, (deter, stoch) in self._pending:
+            replay.write_back(positions, jax.device_get(deter), jax.device_get(stoch))
+        self._pending = []
 
     def train(self, replay: Replay, due: int) -> int:
-        """Gradient steps until `due` is reached; returns how many ran. Nothing is read back."""
+        """Gradient steps until `due` is reached; returns how many ran. Metrics are not read back; the
+        previous call's training posteriors are written back into replay first (by then the device has
+        computed them, so this does not stall dispatch)."""
+        self.flush_context()
         n = 0
         while self.train_steps < due and replay.can_sample():
             batch = self._shard(replay.sample(self.rows))
+            positions = replay.last_positions
             key = jax.random.fold_in(self._key, self.train_steps)
             if not self._compiled:  # several hosts: all start the first step together (parallel.meet)
                 self._fn, self._compiled = parallel.compile_then_meet(self._fn, self.state, batch, key), True
             self.state, metrics = self._fn(self.state, batch, key)
+            metrics, context = A.pop_context(metrics)
+            if context is not None and self._write_back:
+                self._pending.append((replay, positions, context))
             self.metrics.add(metrics, self.train_steps)
             self.train_steps += 1
             n += 1

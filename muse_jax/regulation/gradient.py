@@ -1,21 +1,28 @@
 """(c) MUSE Algorithm 1: gradient ascent on the model state s = (h, z) towards predicted success.
 
-For H steps: a ~ pi(s); h <- f(s, a); s <- s + beta * grad_s sum_i psi_i(s). Then a_t ~ pi(s) and
-h_{t+1} <- f(s, a_t). z is kept as the (relaxed, continuous) one-hot of the current state and moves
-only through the gradient step, exactly as written in the algorithm.
+As written (MUSE §3.1.2, Algorithm 1): z_t ~ p(z_t | h_t); s = (h_t, z_t); for H steps: a ~ pi(s);
+h <- f(s, a); s <- s + beta * grad_s sum_i psi_i(s). Then a_t ~ pi(s) and h_{t+1} <- f(s, a_t). z is the
+(relaxed, continuous) one-hot of the start state and moves only through the gradient step.
 
-Two readings of the last line, switched by `regulation.carry_regulated_state`:
-- True (default, the paper): the ascended s is returned (info "deter"/"stoch") and `policy_step` puts
-  it in the carry, so the next step's h_{t+1} = f(s, a_t) starts from the regulated state; the next
-  observation then enters through the posterior q(z_{t+1} | h_{t+1}, x_{t+1}) as usual. Regulation
-  therefore builds up over an episode, which is what lets the metacognitive policy pi_psi drift away
-  from the pre-trained policy on a novel task.
-- False (the earlier reading): s only picks a_t; the next step starts from the unregulated
-  posterior, so the belief stays the model's filtering estimate and regulation never accumulates.
-  Kept because it is the conservative choice (the model's belief is never moved off the data) and
-  for ablations against the paper's version.
-Algorithm 1 writes z_t ~ p(z_t | h_t); we start from the posterior z_t (which is p(z|h) once the
-observation is in, eq. 1's encoder), since the agent does see x_t.
+Choices the paper leaves open, each a `regulation.*` field. The defaults are the algorithm as written:
+`benchmarks/regulation_effect.py` (README "What Algorithm 1 does here") found no reading that beats the
+plain actor on the quickstart model (48 paired episodes per arm): at beta <= 0.5 the ascent moves the
+action by <= 0.002 and changes no episode's outcome against beta = 0; the actor-vs-MUSE difference comes
+from the start state (prior z, H steps ahead), not the gradient; large in-place steps lower success.
+- `z_source`: "prior" (default, the algorithm's z_t ~ p(z|h_t), sampled) or "posterior" (the filtered
+  z_t from q(z|h_t, x_t), which has seen the observation).
+- `rollout`: "forward" (default, as written: the loop rolls the model H steps ahead, so the acting
+  state is ~H imagined steps in the future) or "in_place" (the same H ascent steps on the current s
+  without `h <- f(s, a)`: regulation then only moves the current belief).
+- `step`: "fixed" (s += beta * g, as written) or "normalized" (s += beta * g / |g|, a step of length
+  beta whatever the gradient's scale; the competence head's gradients are often tiny, ~1e-3).
+- `carry_regulated_state` (policy_step): whether h_{t+1} = f(s, a_t) starts from the ascended s.
+
+Measuring the effect (info, per env): `state_change` = |feat(s) - feat(s_t)|, how far the acting state
+is from the posterior state the plain actor would act from; `action_change` = |a_t - a_plain|, the
+regulated action against the plain actor's action from that posterior with the same noise;
+`ascent_state_change` / `ascent_action_change` the same against the identical loop run with beta = 0
+(same noise), i.e. what the gradient itself changes, separated from rolling the model forward.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from muse_jax import dists
 from muse_jax.competence import competence
 from muse_jax.config import Config
 from muse_jax.nets import feature
@@ -32,31 +40,64 @@ def _competence(agent, h_D: jax.Array, z_SxK: jax.Array) -> jax.Array:
     return competence(agent.wm.competence_probs(feature(h_D[None], z_SxK[None])))[0]
 
 
-def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: Config,
-                 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Algorithm 1 for one environment. Returns a_t [A] and the competence before/after each ascent step."""
+def ascent_step(gh: jax.Array, gz: jax.Array, beta: float, step: str) -> tuple[jax.Array, jax.Array]:
+    """The update (dh, dz) of eq. 4: beta * g ("fixed") or beta * g / |g| ("normalized", |g| over h and z)."""
+    if step == "normalized":
+        norm = jnp.sqrt(jnp.sum(gh * gh) + jnp.sum(gz * gz))
+        scale = beta / jnp.maximum(norm, 1e-12)
+    else:
+        scale = beta
+    return scale * gh, scale * gz
+
+
+def _loop(agent, h: jax.Array, z: jax.Array, keys: jax.Array, beta: float, cfg: Config):
+    """Algorithm 1's loop from s = (h, z): the final s and competence before/after each ascent step [H]."""
     r = cfg.regulation
-    grad_fn = jax.value_and_grad(lambda h, z: _competence(agent, h, z), argnums=(0, 1))
+    grad_fn = jax.value_and_grad(lambda h_, z_: _competence(agent, h_, z_), argnums=(0, 1))
 
     def step(carry: tuple[jax.Array, jax.Array], k: jax.Array):
         h, z = carry
-        a = agent.actor.sample(feature(h[None], z[None]), k)  # a ~ pi(a | s)
-        h = agent.wm.rssm.core(h[None], z.reshape(1, -1), a)[0]  # h <- f(s, a)
+        if r.rollout == "forward":
+            a = agent.actor.sample(feature(h[None], z[None]), k)  # a ~ pi(a | s)
+            h = agent.wm.rssm.core(h[None], z.reshape(1, -1), a)[0]  # h <- f(s, a)
         before, (gh, gz) = grad_fn(h, z)
-        h, z = h + r.beta * gh, z + r.beta * gz  # s <- s + beta * grad_s sum psi(s)
-        after = _competence(agent, h, z)
-        return (h, z), (before, after)
+        dh, dz = ascent_step(gh, gz, beta, r.step)
+        h, z = h + dh, z + dz  # s <- s + beta * grad_s sum psi(s)
+        return (h, z), (before, _competence(agent, h, z))
 
-    keys = jax.random.split(key, r.horizon + 1)
-    (h, z), (before, after) = jax.lax.scan(step, (h_D.astype(jnp.float32), z_SxK.astype(jnp.float32)), keys[:-1])
-    action = agent.actor.sample(feature(h[None], z[None]), keys[-1])[0]
+    (h, z), (before, after) = jax.lax.scan(step, (h, z), keys)
+    return h, z, before, after
+
+
+def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: Config,
+                 ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Algorithm 1 for one environment from the filtered state (h_t, z_t): a_t [A] and info (see module doc)."""
+    r = cfg.regulation
+    k_z, k_loop, k_act = jax.random.split(key, 3)
+    h0 = h_D.astype(jnp.float32)
+    z_post = z_SxK.astype(jnp.float32)
+    if r.z_source == "prior":  # z_t ~ p(z_t | h_t), Algorithm 1's first line
+        z0 = jax.lax.stop_gradient(dists.categorical_sample_st(k_z, agent.wm.rssm.prior_logits(h0[None])[0]))
+    else:
+        z0 = z_post
+    keys = jax.random.split(k_loop, r.horizon)
+    h, z, before, after = _loop(agent, h0, z0, keys, r.beta, cfg)
+    h_0, z_0, _, _ = _loop(agent, h0, z0, keys, 0.0, cfg)  # the same loop and noise without the gradient
+    act = lambda hh, zz: agent.actor.sample(feature(hh[None], zz[None]), k_act)[0]  # clipped, as the env gets it
+    action = act(h, z)
+    plain = act(h0, z_post)  # the plain actor from the posterior, same noise
+    no_ascent = act(h_0, z_0)
+    feat_s, feat_post, feat_0 = feature(h, z), feature(h0, z_post), feature(h_0, z_0)
+    norm = jnp.linalg.norm
     return action, {"competence_before": before, "competence_after": after, "competence_final": after[-1],
-                    "deter": h, "stoch": z}
+                    "deter": h, "stoch": z,
+                    "state_change": norm(feat_s - feat_post), "action_change": norm(action - plain),
+                    "ascent_state_change": norm(feat_s - feat_0), "ascent_action_change": norm(action - no_ascent)}
 
 
 def regulate(agent, h_BxD: jax.Array, z_BxSxK: jax.Array, key: jax.Array, cfg: Config,
              ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Batched Algorithm 1: actions [B, A]; info has competence_before/after [B, H] and the ascended
-    state s as deter [B, D] / stoch [B, S, K]."""
+    """Batched Algorithm 1: actions [B, A]; info has competence_before/after [B, H], the ascended
+    state s as deter [B, D] / stoch [B, S, K], and the effect sizes [B] (module doc)."""
     keys = jax.random.split(key, h_BxD.shape[0])
     return jax.vmap(lambda h, z, k: regulate_one(agent, h, z, k, cfg))(h_BxD, z_BxSxK, keys)

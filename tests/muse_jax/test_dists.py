@@ -94,3 +94,24 @@ def test_bounded_normal_and_bernoulli():
     np.testing.assert_allclose(dists.bernoulli_logp(jnp.array(0.0), jnp.array(1.0)), np.log(0.5), rtol=1e-6)
     np.testing.assert_allclose(dists.binary_cross_entropy(jnp.array(2.0), jnp.array(0.0)),
                                np.log1p(np.exp(2.0)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 8, 31, 64, 255])
+def test_twohot_decode_is_the_expectation_for_odd_and_even_bin_counts(n):
+    bins = dists.twohot_bins(n)
+    assert float(dists.twohot_decode(jnp.zeros((n,)), bins)) == 0.0  # uniform: exactly 0, even n included
+    np.testing.assert_allclose(np.asarray(bins), -np.asarray(bins)[::-1], rtol=0, atol=0)  # antisymmetric
+    logits = jax.random.normal(jax.random.key(n), (7, n)) * 3.0
+    small = dists.twohot_bins(n, -5.0, 5.0)  # moderate bins: the plain sum is exact enough to compare with
+    expected = (jax.nn.softmax(logits, -1) * small).sum(-1)
+    np.testing.assert_allclose(dists.twohot_decode(logits, small), expected, rtol=1e-5, atol=1e-5)
+    for x in (-3.0, 0.7, 2.5):  # encode then decode returns the value
+        code = dists.twohot_encode(jnp.float32(x), small)
+        np.testing.assert_allclose(dists.twohot_decode(jnp.log(code + 1e-30), small), x, rtol=1e-4, atol=1e-4)
+
+
+def test_twohot_refuses_mismatched_or_too_few_bins():
+    with pytest.raises(ValueError, match="4 logits for 5 bins"):
+        dists.twohot_decode(jnp.zeros(4), dists.twohot_bins(5))
+    with pytest.raises(ValueError, match="at least 2"):
+        dists.twohot_bins(1)

@@ -122,3 +122,39 @@ def test_a_constant_prediction_is_said_in_words():
     assert "every step predicted to fail at threshold 2.50: accuracy is only the share of steps that did fail" in md
     informative = evaluate.summarize("muse", [ep("a", 0, True, [4.0, 5.0], tts=1), ep("a", 1, False, [0.1])], 5, 20)
     assert "every step predicted" not in evaluate.table_markdown([informative])
+
+
+def test_main_accuracy_is_psi1_over_half_and_n_half_is_the_named_variant():
+    """A perfect predictor of success within the time limit: psi_1 high on every step of a success, even
+    while the competence sum is below N/2 early in the episode (success still far away)."""
+    eps = [dict(ep("a", 0, True, [1.0, 1.5, 4.0, 5.0], tts=3), psi1=[0.9, 0.9, 0.95, 1.0]),
+           dict(ep("a", 1, False, [0.5, 0.2]), psi1=[0.2, 0.1])]
+    res = evaluate.summarize("muse", eps, n_quantiles=5, max_steps=20)
+    assert res["sa_accuracy"] == 1.0 and res["sa_accuracy_rule"] == "psi_1 > 1/2"
+    assert res["sa_accuracy_n_half"] == pytest.approx(4 / 6)  # sum > 2.5 misses the two early steps
+    assert res["sa_threshold"] == 0.5 and res["tasks"][0]["sa_accuracy"] == 1.0
+    old = evaluate.summarize("muse", [{k: v for k, v in e.items() if k != "psi1"} for e in eps], 5, 20)
+    assert old["sa_accuracy"] == old["sa_accuracy_n_half"] == pytest.approx(4 / 6)  # records without psi1
+    assert old["sa_accuracy_rule"].startswith("sum psi > N/2")
+    assert evaluate.summarize("dreamer", eps, 5, 20)["sa_accuracy_n_half"] is None
+
+
+def test_table1_puts_the_papers_7_of_10_in_a_tasks_solved_row():
+    res = evaluate.summarize("muse", synthetic(), n_quantiles=5, max_steps=20)
+    assert res["tasks_solved"] == 2 and res["tasks_solved_fraction"] == 1.0
+    md = evaluate.table1_side_by_side([res])
+    solved = next(line for line in md.splitlines() if line.startswith("| Tasks solved"))
+    assert solved.endswith("| 2/2 | 7/10 | 0/10 |")
+    success = next(line for line in md.splitlines() if line.startswith("| Success rate"))
+    assert "70%" not in success and success.endswith("| 50% |  |  |")  # the paper gives no per-episode rate
+
+
+def test_regulation_effect_is_averaged_over_steps_and_null_without_regulation():
+    eps = [dict(ep("a", 0, True, [4.0, 5.0], tts=1), regulation_action_change=[0.1, 0.3],
+                regulation_state_change=[1.0, 3.0]),
+           dict(ep("a", 1, False, [0.0]), regulation_action_change=[0.2], regulation_state_change=[2.0])]
+    res = evaluate.summarize("muse", eps, 5, 20)
+    assert res["regulation_action_change"] == pytest.approx(0.2)
+    assert res["regulation_state_change"] == pytest.approx(2.0)
+    assert res["regulation_ascent_action_change"] is None
+    assert evaluate.summarize("muse", synthetic(), 5, 20)["regulation_state_change"] is None

@@ -107,7 +107,9 @@ def test_two_process_train_step_equals_single_process_step():
 
 
 TINY_RUN = ("train.prefill=30", "train.log_every=40", "train.save_every=40", "train.train_ratio=16",
-            "replay.capacity=2000", "env.max_episode_steps=20", "parallel.distributed=true")
+            "replay.capacity=2000", "replay.seq_len=8", "env.max_episode_steps=20", "parallel.distributed=true")
+# seq_len 8: training starts once B * T = 32 env steps are collected and the first (21-step) episodes can be
+# sampled, at env step 42, and then runs 16 / 32 = 0.5 steps per env step (train_driver.TrainRatio)
 
 
 def _pretrain_two_processes(logdir: Path, env_steps: int) -> list[list[dict]]:
@@ -128,14 +130,14 @@ def test_muse_wm_pretrain_on_two_processes_trains_exits_and_resumes(tmp_path: Pa
     logdir = tmp_path / "run"
     first = _pretrain_two_processes(logdir, 80)
     for rows in first:
-        assert [r["env_steps"] for r in rows] == [40, 80] and rows[-1]["train_steps"] == 20
+        assert [r["env_steps"] for r in rows] == [40, 80] and rows[-1]["train_steps"] == 1 + int((80 - 42) * 0.5)
     # one global train step: the losses agree on both hosts, while each host collects its own episodes
     assert first[0][-1]["loss/total"] == first[1][-1]["loss/total"]
     for folder in (logdir, logdir / "process-1"):
         assert sorted(int(p.name) for p in (folder / "checkpoints").iterdir() if p.name.isdigit()) == [40, 80]
     resumed = _pretrain_two_processes(logdir, 120)
     for rows in resumed:
-        assert [r["env_steps"] for r in rows] == [40, 80, 120] and rows[-1]["train_steps"] == 30
+        assert [r["env_steps"] for r in rows] == [40, 80, 120] and rows[-1]["train_steps"] == 1 + int((120 - 42) * 0.5)
     assert resumed[0][-1]["loss/total"] == resumed[1][-1]["loss/total"]
     # both hosts saved the same parameters, and process 0's folder reads as a one-host run (what adapt does)
     import jax

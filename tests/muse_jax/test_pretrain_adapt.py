@@ -21,7 +21,7 @@ from muse_jax.config import ConfigError, load_config
 from muse_jax.errors import CheckpointMismatchError, NonFiniteLossError
 from muse_jax.loops import adapt as adapt_mod
 from muse_jax.loops import pretrain as pre
-from muse_jax.loops.train_driver import DeviceMetrics, check_finite, train_steps_due
+from muse_jax.loops.train_driver import DeviceMetrics, TrainRatio, check_finite, train_steps_due
 
 pytestmark = pytest.mark.slow
 
@@ -47,8 +47,16 @@ def test_pretrain_resumes_with_counters_continuing(run, cfg):
     assert first["counters"]["env_steps"] == 200
     assert second["counters"]["env_steps"] == cfg.train.env_steps
     r = cfg.replay
-    assert second["counters"]["train_steps"] == train_steps_due(cfg.train.env_steps, cfg.train.train_ratio,
-                                                                     r.batch_size, r.seq_len)
+    # DreamerV3's ratio rule: training starts once replay holds one batch and follows the ratio from there,
+    # so there is no burst for the env steps before it (fewer steps than counting from env step 0)
+    ratio = cfg.train.train_ratio / (r.batch_size * r.seq_len)
+    steps, prev = second["counters"]["train_steps"], second["counters"]["train_ratio_prev"]
+    start = prev - (steps - 1) / ratio  # the env step of the first train step
+    # B * T = 64 env steps collected, then the first finished episodes (51 steps each, 2 envs) to sample from
+    first_round = (cfg.env.max_episode_steps + 1) * cfg.env.num_envs
+    assert start == max(r.batch_size * r.seq_len, first_round), start
+    assert steps == 1 + int((cfg.train.env_steps - start) * ratio)
+    assert steps < train_steps_due(cfg.train.env_steps, cfg.train.train_ratio, r.batch_size, r.seq_len)
     lines = list(read_jsonl(logdir / "metrics.jsonl"))
     env_steps = [x["env_steps"] for x in lines]
     assert env_steps == sorted(env_steps) and len(set(env_steps)) == len(env_steps), env_steps
@@ -115,7 +123,8 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
     check_sequential(records, cfg, 3)
     L = cfg.env.max_episode_steps
     for r in records:
-        assert len(r["signal"]) == L + 1 and len(r["quantile"]) == L + 1
+        assert len(r["signal"]) == L + 1 and len(r["quantile"]) == L + 1 and len(r["psi1"]) == L + 1
+        assert len(r["regulation_action_change"]) == len(r["regulation_ascent_state_change"]) == L + 1
         assert all(0.0 <= s <= cfg.model.competence_quantiles for s in r["signal"])
         assert r["time_to_success"] == -1 or (r["success"] and 0 <= r["time_to_success"] <= L)
     saved = json.loads((out / "results.json").read_text())
@@ -127,6 +136,8 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
     assert [t["task"] for t in saved["tasks"]] == tasks and saved["tasks"][0]["episodes"] == 3
     assert 0.0 <= saved["success_rate"] <= 1.0 and 0.0 <= saved["sa_quantile_accuracy"] <= 1.0
     assert saved["sa_accuracy"] is not None and 0.0 <= saved["sa_accuracy"] <= 1.0
+    assert saved["sa_accuracy_rule"] == "psi_1 > 1/2" and 0.0 <= saved["sa_accuracy_n_half"] <= 1.0
+    assert saved["regulation_state_change"] > 0 and saved["regulation_action_change"] >= 0  # Algorithm 1 ran
     assert saved["sa_auroc"] is None or 0.0 <= saved["sa_auroc"] <= 1.0
     for name in ("roc.png", "time_to_success.png", "table.md", "quantiles.png"):
         assert (out / name).stat().st_size > 0
@@ -191,6 +202,18 @@ def test_check_finite_and_train_ratio_units():
     with pytest.raises(NonFiniteLossError, match="loss/b"):
         check_finite({"loss/a": 1.0, "loss/b": np.inf}, 7)
     assert train_steps_due(1000, 512, 16, 64) == 500
+
+
+def test_train_ratio_starts_with_one_step_then_follows_the_ratio():
+    """elements.when.Ratio as dreamerv3's train loop uses it: 1 at the first call, then the ratio, no burst."""
+    sched = TrainRatio(512, 16, 64)  # 0.5 grad steps per env step
+    assert not sched.started
+    assert sched(4000) == 1  # replay first holds a batch at env step 4000: one step, not 2000 owed ones
+    owed = [sched(4000 + 4 * i) for i in range(1, 11)]
+    assert owed == [2] * 10 and sched.prev == 4040
+    resumed = TrainRatio(512, 16, 64, prev=sched.prev)  # the clock comes back from the checkpoint
+    assert resumed.started and resumed(4043) == 1 and resumed(4044) == 1
+    assert TrainRatio(16, 4, 16)(5) == 1
     assert pre.replay_megabytes(load_config("paper")) > 20_000  # 2M image steps need tens of GB
 
 

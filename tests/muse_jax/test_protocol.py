@@ -59,7 +59,7 @@ def _policy(trained, carry_switch: bool, mode: str = "muse"):
 
 
 @pytest.mark.parametrize("switch", [True, False])
-def test_ascended_state_is_carried_into_the_next_step_only_with_the_switch(trained, make_batch, switch):
+def test_ascended_state_is_carried_into_the_acting_chain_only_with_the_switch(trained, make_batch, switch):
     graphdef, state, cfg = _policy(trained, switch)
     B = 3
     obs = {"proprio": np.asarray(make_batch(1)["proprio"][:B, 0]), "task_id": np.ones(B, np.int32),
@@ -73,19 +73,33 @@ def test_ascended_state_is_carried_into_the_next_step_only_with_the_switch(train
     _, k_act = jax.random.split(key)
     action, info = gradient.regulate(agent, carry_post["deter"], carry_post["stoch"], k_act, cfg)
     np.testing.assert_allclose(carry_muse["action"], np.clip(action, -1, 1), atol=1e-5)
+    # the filtering belief is never regulated, whatever the switch
+    np.testing.assert_allclose(carry_muse["deter"], carry_post["deter"], atol=1e-6)
+    np.testing.assert_allclose(carry_muse["stoch"], carry_post["stoch"], atol=1e-6)
     if switch:
-        np.testing.assert_allclose(carry_muse["deter"], info["deter"], atol=1e-5)
-        np.testing.assert_allclose(carry_muse["stoch"], info["stoch"], atol=1e-5)
-        assert float(jnp.abs(carry_muse["deter"] - carry_post["deter"]).max()) > 1e-3
+        np.testing.assert_allclose(carry_muse["act_deter"], info["deter"], atol=1e-5)
+        np.testing.assert_allclose(carry_muse["act_stoch"], info["stoch"], atol=1e-5)
+        assert float(jnp.abs(carry_muse["act_deter"] - carry_post["deter"]).max()) > 1e-3
     else:
-        np.testing.assert_allclose(carry_muse["deter"], carry_post["deter"], atol=1e-6)
-        np.testing.assert_allclose(carry_muse["stoch"], carry_post["stoch"], atol=1e-6)
-    # next step: h_{t+1} = f(s, a_t) from the carried s
+        np.testing.assert_allclose(carry_muse["act_deter"], carry_post["deter"], atol=1e-6)
+    # next step: both chains take h_{t+1} = f(., a_t); the acting chain from the carried s (Algorithm 1)
     obs["is_first"] = np.zeros(B, bool)
-    _, carry_next, _ = ag.policy_step(graphdef, state, carry_muse, obs, jax.random.key(4), "dreamer")
+    key2 = jax.random.key(4)
+    action2, carry_next, info_next = ag.policy_step(graphdef, state, carry_muse, obs, key2, "muse")
+    k_obs2, k_act2 = jax.random.split(key2)
+    embed = agent.wm.encode(obs)
+    honest, _ = agent.wm.rssm.obs_step(dict(deter=carry_post["deter"], stoch=carry_post["stoch"]),
+                                       carry_muse["action"], embed, jnp.zeros(B, bool), k_obs2)
     s_h, s_z = (info["deter"], info["stoch"]) if switch else (carry_post["deter"], carry_post["stoch"])
-    h_next = agent.wm.rssm.core(s_h, s_z.reshape(B, -1), carry_muse["action"])
-    np.testing.assert_allclose(carry_next["deter"], h_next, atol=1e-4)
+    acting, _ = agent.wm.rssm.obs_step(dict(deter=s_h, stoch=s_z), carry_muse["action"], embed,
+                                       jnp.zeros(B, bool), k_obs2)
+    np.testing.assert_allclose(carry_next["deter"], honest["deter"], atol=1e-4)
+    expected, _ = gradient.regulate(agent, acting["deter"], acting["stoch"], k_act2, cfg)
+    np.testing.assert_allclose(action2, np.clip(expected, -1, 1), atol=1e-4)
+    # the self-awareness signal scored in Table 1 comes from the honest belief, not the acting state
+    honest_comp = agent.wm.competence_probs(jnp.concatenate([honest["deter"], honest["stoch"].reshape(B, -1)], -1))
+    np.testing.assert_allclose(info_next["competence"], honest_comp.sum(-1), atol=1e-5)
+    np.testing.assert_allclose(info_next["psi1"], honest_comp[:, 0], atol=1e-6)
 
 
 def test_mcts_selects_by_the_criterion_not_ucb():

@@ -78,3 +78,56 @@ def test_rollouts_pick_the_best_scored_rollout(trained, make_batch):
 def test_unknown_strategy_is_named():
     with pytest.raises(ValueError, match="gradient"):
         regulation.get_strategy("beam")
+
+
+def test_algorithm1_draws_z_from_the_prior_by_default(trained, make_batch):
+    """Algorithm 1 writes z_t ~ p(z_t | h_t); the posterior start is the named option."""
+    learner, _, _ = trained
+    agent, h, z, _, _ = _failing_states(learner, make_batch)
+    assert agent.cfg.regulation.z_source == "prior"
+    base = {"regulation.beta": 0.0, "regulation.rollout": "in_place"}
+    # beta 0 in place: the acting state is the start state, so only the start z differs
+    _, post = gradient.regulate(agent, h, z, jax.random.key(1), agent.cfg.replace({**base,
+                                                                                   "regulation.z_source": "posterior"}))
+    np.testing.assert_allclose(post["stoch"], z, atol=0)
+    np.testing.assert_allclose(post["state_change"], 0.0, atol=0)
+    np.testing.assert_allclose(post["action_change"], 0.0, atol=0)  # same state, same noise: the plain action
+    _, prior = gradient.regulate(agent, h, z, jax.random.key(1), agent.cfg.replace(base))
+    stoch = np.asarray(prior["stoch"])
+    np.testing.assert_allclose(stoch.sum(-1), 1.0, atol=1e-6)  # a one-hot sample
+    k_z = jax.random.split(jax.random.split(jax.random.key(1), h.shape[0])[0], 3)[0]
+    from muse_jax import dists
+
+    expected = dists.categorical_sample_st(k_z, agent.wm.rssm.prior_logits(h[:1].astype(jnp.float32)))
+    np.testing.assert_allclose(stoch[0], np.asarray(expected)[0], atol=1e-6)
+    assert float(np.asarray(prior["state_change"]).max()) > 0  # the prior sample is not the posterior
+
+
+def test_effect_sizes_separate_the_ascent_from_rolling_forward(trained, make_batch):
+    learner, _, _ = trained
+    agent, h, z, _, _ = _failing_states(learner, make_batch)
+    zero = agent.cfg.replace({"regulation.beta": 0.0, "regulation.rollout": "forward"})
+    _, info0 = gradient.regulate(agent, h, z, jax.random.key(2), zero)
+    np.testing.assert_allclose(info0["ascent_state_change"], 0.0, atol=0)  # no gradient: nothing from the ascent
+    np.testing.assert_allclose(info0["ascent_action_change"], 0.0, atol=0)
+    assert float(np.asarray(info0["state_change"]).min()) > 0  # but 10 imagined steps ahead of the posterior
+    big = agent.cfg.replace({"regulation.beta": 0.5, "regulation.rollout": "forward"})
+    _, info = gradient.regulate(agent, h, z, jax.random.key(2), big)
+    assert float(np.asarray(info["ascent_state_change"]).min()) > 0
+
+
+def test_normalized_step_has_length_beta_and_in_place_stays_at_the_current_step(trained, make_batch):
+    gh, gz = jnp.array([3.0, 0.0]), jnp.array([[0.0, 4.0]])
+    dh, dz = gradient.ascent_step(gh, gz, 0.5, "normalized")
+    assert float(jnp.sqrt((dh ** 2).sum() + (dz ** 2).sum())) == pytest.approx(0.5)
+    dh, dz = gradient.ascent_step(gh, gz, 0.5, "fixed")
+    np.testing.assert_allclose(dh, [1.5, 0.0])
+    learner, _, _ = trained
+    agent, h, z, _, _ = _failing_states(learner, make_batch)
+    cfg = agent.cfg.replace({"regulation.beta": 0.05, "regulation.step": "normalized",
+                             "regulation.rollout": "in_place", "regulation.z_source": "posterior",
+                             "regulation.horizon": 4})
+    _, info = gradient.regulate(agent, h, z, jax.random.key(3), cfg)
+    # four steps of length 0.05 from the posterior state, no model step in between
+    assert float(np.asarray(info["state_change"]).max()) <= 4 * 0.05 + 1e-5
+    assert (np.asarray(info["competence_after"])[:, -1] >= np.asarray(info["competence_before"])[:, 0] - 1e-6).all()

@@ -102,3 +102,52 @@ def test_bad_input_names_the_problem():
 
 def test_step_bytes_counts_images():
     assert step_bytes((64, 64, 3), 39, 4) - step_bytes(None, 39, 4) == 64 * 64 * 3
+
+
+def _with_latents(length: int, tag: float) -> dict:
+    ep, success = make_episode(length, tag)
+    ep = dict(ep, deter=np.zeros((length, 4), np.float16), stoch=np.zeros((length, 3), np.uint8))
+    from muse_jax.competence import steps_to_success
+
+    ep["time_to_success"] = steps_to_success(success)
+    return ep
+
+
+def test_training_posteriors_are_written_back_over_the_sampled_chunks():
+    """dreamerv3 replay context: the posteriors of every train step replace the chunk's stored latents."""
+    given = _with_latents(12, 1.0)
+    replay = Replay(100, 4, seed=0)
+    replay.add_episode(given)
+    batch = replay.sample(3)
+    positions = replay.last_positions
+    offsets = [o for _, o in positions]
+    deter = np.arange(3 * 4 * 4, dtype=np.float32).reshape(3, 4, 4)
+    onehot = np.eye(5)[np.full((3, 4, 3), 2)]  # one-hot stoch is turned into class indices
+    assert replay.write_back(positions, deter, onehot) == 3
+    ep = replay._episodes[0]
+    for b, o in enumerate(offsets):  # rows written in order; a later row wins where chunks overlap
+        later = [c for c in range(b + 1, 3) if abs(offsets[c] - o) < 4]
+        if not later:
+            np.testing.assert_array_equal(ep["deter"][o : o + 4], deter[b].astype(np.float16))
+    assert (ep["stoch"][min(offsets):max(offsets) + 4] == 2).all()
+    assert not given["deter"].any()  # the caller's arrays are never written (own copy)
+    # the next chunk starting after a written step starts from the written latent
+    batch = replay.sample(50)
+    for b, (_, o) in enumerate(replay.last_positions):
+        if o > 0:
+            np.testing.assert_array_equal(batch["start_deter"][b], ep["deter"][o - 1])
+
+
+def test_write_back_skips_read_only_and_evicted_episodes():
+    shared = _with_latents(8, 1.0)
+    replay = Replay(16, 4, seed=0)
+    replay.add_episode(shared, write_back=False)
+    replay.sample(2)
+    assert replay.write_back(replay.last_positions, np.ones((2, 4, 4)), np.ones((2, 4, 3))) == 0
+    assert not shared["deter"].any()
+    replay.add_episode(_with_latents(8, 2.0))
+    replay.sample(2)
+    positions = replay.last_positions
+    replay.add_episode(_with_latents(8, 3.0))
+    replay.add_episode(_with_latents(8, 4.0))  # capacity 16: the sampled episode is gone
+    assert replay.write_back(positions, np.ones((2, 4, 4)), np.ones((2, 4, 3))) == 0

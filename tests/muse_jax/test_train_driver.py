@@ -38,3 +38,31 @@ def test_first_non_finite_step_is_named_loss_first():
     m2.add({"loss/z": jnp.array([1.0, -jnp.inf]), "grad_norm/a": jnp.float32(jnp.inf)}, 7)
     with pytest.raises(NonFiniteLossError, match=r"^loss/z is -inf at train step 7;"):
         m2.read()
+
+
+@pytest.mark.parametrize("context", [True, False])
+def test_training_posteriors_are_written_back_into_replay_only_with_replay_context(make_config, make_batch, context):
+    """dreamerv3 `replay.update(outs['replay'])`: after train steps the stored latents are the model's
+    training posteriors, no longer the zeros stored at acting time."""
+    import numpy as np
+
+    from muse_jax import agent as ag
+    from muse_jax.loops.train_driver import TrainDriver
+    from muse_jax.replay import Replay
+
+    cfg = make_config(**{"replay.batch_size": 4, "replay.seq_len": 8, "replay.context": context})
+    spec = ag.ObsSpec(image_shape=None, proprio_dim=4, act_dim=2, num_tasks=1)
+    learner = ag.create_learner(cfg, spec, seed=0)
+    replay = Replay(1000, 8, seed=0, context=context)
+    batch = make_batch(5, B=4, T=16)
+    for b in range(4):
+        ep = {k: v[b] for k, v in batch.items()}
+        ep["deter"] = np.zeros((16, cfg.model.deter), np.float16)
+        ep["stoch"] = np.zeros((16, cfg.model.stoch), np.uint8)
+        replay.add_episode(ep)
+    driver = TrainDriver(cfg, learner.graphdef, learner.state, 0, seed=0)
+    assert driver.train(replay, 3) == 3
+    driver.flush_context()
+    written = sum(int(np.abs(ep["deter"]).sum() > 0) for ep in replay._episodes)
+    assert (written > 0) == context
+    assert not any(k.startswith("replay_context") for k in driver.metrics.read())  # not averaged as metrics
