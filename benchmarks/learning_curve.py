@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import subprocess
 import sys
@@ -246,7 +245,7 @@ def published_curve(suite: str, task: str) -> tuple[dict[int, list[float]], str]
             for row in csv.DictReader(f):
                 if row["task"] == name:
                     values[int(row["step"]) // PUBLISHED_DMC_REPEAT].append(float(row["score"]))
-        label = "DreamerV3 published (5 seeds, size12m-class GPU runs; frames/2)"
+        label = "DreamerV3 published (5 seeds; size12m, train ratio 512; frames / 2)"
     elif suite == "metaworld":
         path = PUBLISHED_DIR / f"dreamerv3_metaworld_{task.removesuffix('-v3').removesuffix('-v2')}.csv"
         if not path.is_file():
@@ -320,11 +319,8 @@ def plot(path: Path, png: Path, suite: str, task: str) -> bool:
     pub = published_curve(suite, task)
     if pub is not None:
         values, label = pub
-        xs = sorted(values)
-        if suite == "dmc":  # same unit as ours: keep the part of the published curve the runs cover (+1 point)
-            xs = [x for x in xs if x <= max(xmax, xs[0]) * 1.25] or xs[:1]
-        else:  # a different/unknown unit: the first points, labelled as such
-            xs = xs[:3]
+        xs = sorted(values)  # the part of the published curve the runs cover, and at least its first two points
+        xs = [x for x in xs if x <= max(xmax * 1.25, xs[min(1, len(xs) - 1)])]
         mean = [sum(values[x]) / len(values[x]) for x in xs]
         ax.plot(xs, mean, c="gray", ls="--", marker="s", ms=3, label=label)
         ax.fill_between(xs, [min(values[x]) for x in xs], [max(values[x]) for x in xs], color="gray", alpha=0.15,
@@ -335,8 +331,8 @@ def plot(path: Path, png: Path, suite: str, task: str) -> bool:
     ax.set_ylabel("success rate of training episodes" if key == "success_rate" else "episode return (training)")
     title = f"{suite} {task}"
     if budget:
-        title += (f" | {budget['size']}, train ratio {budget['train_ratio']:g}, B{budget['batch']}xT{budget['seq_len']}, "
-                  f"{budget['num_envs']} envs")
+        title += (f" | {budget['size']}, train ratio {budget['train_ratio']:g}, "
+                  f"B{budget['batch']}xT{budget['seq_len']}, {budget['num_envs']} envs")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="best")
     ax.grid(alpha=0.3)

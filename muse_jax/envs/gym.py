@@ -39,7 +39,8 @@ class GymEnv(gym.Env):
     def __init__(self, task: str, task_id: int, *, image: bool = False, proprio: bool = True,
                  max_episode_steps: int = 0, action_repeat: int = 1, seed: int = 0) -> None:
         if image or not proprio:
-            raise ValueError("the gym suite offers proprio observations only: set env.image=false and env.proprio=true.")
+            raise ValueError("the gym suite offers proprio observations only: "
+                             "set env.image=false and env.proprio=true.")
         check_task(task)
         self.task, self.task_id, self._repeat = task, int(task_id), int(action_repeat)
         kwargs = {"max_episode_steps": int(max_episode_steps)} if max_episode_steps > 0 else {}

@@ -161,6 +161,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
     logger = RunLogger(logdir, total=cfg.train.env_steps, initial=counters["env_steps"], desc="pretrain")
     total = cfg.train.env_steps if stop_at is None else min(cfg.train.env_steps, stop_at)
     window: list[Episode] = []
+    has_success = cfg.env.suite in SUITES_WITH_SUCCESS
     last_metrics: dict[str, float] = {}  # mean train metrics of the latest log window
     env_steps = counters["env_steps"]
     last_log, last_save = env_steps, env_steps
@@ -196,7 +197,7 @@ def pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fro
                 record = {"step": env_steps, "env_steps": env_steps, "train_steps": driver.train_steps,
                           "episodes": counters["episodes"],
                           "replay_steps": len(replay), "env_restarts": len(collector.faults),
-                          **last_metrics, **recent_stats(window, list(cfg.env.tasks), cfg.env.suite in SUITES_WITH_SUCCESS),
+                          **last_metrics, **recent_stats(window, list(cfg.env.tasks), has_success),
                           "env_steps_per_s": (env_steps - steps_log) / dt,
                           "train_steps_per_s": (driver.train_steps - train_log) / dt}
                 logger.write(record)
