@@ -109,8 +109,9 @@ class ModelConfig:
 class LossConfig:
     """World-model loss weights: MUSE eq. 2-3, L_pred + 1.0 L_dyn + 0.1 L_rep, every prediction term at 1.
 
-    MUSE eq. 2 gives the dynamics KL weight 1.0 (DreamerV3's own code uses 0.5); the paper's value is the
-    default. The competence head's BCE is one more prediction term of L_pred (weight 1)."""
+    MUSE eq. 2 gives the dynamics KL weight 1.0, as current danijar/dreamerv3 configs.yaml does
+    (`loss_scales.dyn: 1.0`; its 2023 release used 0.5). The competence head's BCE is one more
+    prediction term of L_pred (weight 1)."""
 
     dyn: float = setting(1.0, number_at_least(0))
     """Weight of the dynamics KL (prior towards stop-grad posterior); MUSE eq. 2."""
