@@ -1,6 +1,7 @@
 """Loading a `Config`: named configs, YAML files, `--set` overrides, presets, resume compatibility.
 
-Precedence, last wins: dataclass defaults < model size preset (`model.size`) < YAML file < `--set
+Precedence, last wins: dataclass defaults < model size preset (`model.size`) and env suite preset
+(`env.suite`, `SUITE_PRESETS`) < YAML file < `--set
 key=value` overrides. Every key is checked: an unknown key, a wrong type or a value outside its choices
 raises `ConfigError` naming the key and what is allowed, before any work starts; ranges are the
 schema's (`Allowed` rules beside each field). The machinery is `muse_common.settings`, parametrised
@@ -51,6 +52,24 @@ def _apply_size_preset(data: dict[str, Any], explicit: set[str]) -> None:
             model[k] = v
 
 
+SUITE_PRESETS: dict[str, dict[str, Any]] = {
+    "metaworld": {},
+    "dmc": {"action_repeat": 2, "max_episode_steps": 1000, "image": False, "camera": "-1"},
+    "gym": {"action_repeat": 1, "max_episode_steps": 0, "image": False},
+}
+"""Per-suite env defaults (`env.suite`), filled in for every env key the config does not set: DreamerV3's DMC
+setting (danijar/dreamerv3 `env.dmc: {repeat: 2}` of its 2023-24 configs, the suite's 1000-frame episodes,
+proprio inputs as `dmc_proprio`), and gymnasium's registered time limits."""
+
+
+def _apply_suite_preset(data: dict[str, Any], explicit: set[str]) -> None:
+    env = data.setdefault("env", {})
+    suite = env.get("suite", "metaworld")
+    for k, v in SUITE_PRESETS.get(suite, {}).items():
+        if f"env.{k}" not in explicit:
+            env[k] = v
+
+
 def parse_overrides(pairs: Sequence[str], flag: str = "--set") -> dict[str, Any]:
     """Parse `--set key=value` strings; values are YAML (`3`, `1e-4`, `true`, `[a, b]`)."""
     try:
@@ -67,6 +86,7 @@ def from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = Non
     data = SETTINGS.apply_dotted(data, overrides or {}, explicit)
     SETTINGS.check_sections(data)
     _apply_size_preset(data, explicit)
+    _apply_suite_preset(data, explicit)
     return SETTINGS.build(data)
 
 

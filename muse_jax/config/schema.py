@@ -89,8 +89,9 @@ class ModelConfig:
 class LossConfig:
     """World-model loss weights: MUSE eq. 2-3, L_pred + 1.0 L_dyn + 0.1 L_rep, every prediction term at 1.
 
-    MUSE eq. 2 gives the dynamics KL weight 1.0 (DreamerV3's own code uses 0.5); the paper's value is the
-    default. The competence head's BCE is one more prediction term of L_pred (weight 1)."""
+    MUSE eq. 2 gives the dynamics KL weight 1.0, as current danijar/dreamerv3 configs.yaml does
+    (`loss_scales.dyn: 1.0`; its 2023 release used 0.5). The competence head's BCE is one more
+    prediction term of L_pred (weight 1)."""
 
     dyn: float = setting(1.0, number_at_least(0))
     """Weight of the dynamics KL (prior towards stop-grad posterior); MUSE eq. 2."""
@@ -224,10 +225,21 @@ class RegulationConfig:
 
 @dataclasses.dataclass(frozen=True)
 class EnvConfig:
-    """Meta-World environments."""
+    """Environments: Meta-World (MUSE's setting), DeepMind Control or any gymnasium Box env (`suite`)."""
 
-    tasks: tuple[str, ...] = setting(MT10_TASKS, Allowed(lambda v, _: len(v) >= 1, "at least one Meta-World task"))
-    """Pre-training tasks (task ids 1..len(tasks) in the image channel)."""
+    suite: Literal["metaworld", "dmc", "gym"] = "metaworld"
+    """Which environment suite `tasks` come from, behind one observation contract (`muse_jax.envs.suite`):
+    - `metaworld`: Meta-World v3 MT1 tasks (`reach-v3`), success from the env; MUSE's setting.
+    - `dmc`: dm_control suite tasks spelled domain-task (`cartpole-swingup`, `walker-walk`); DreamerV3's DMC
+      setting is this suite's preset (used unless the config sets the key): action_repeat 2,
+      max_episode_steps 1000 frames (the suite's time limit, no termination), image false (proprio), camera -1.
+    - `gym`: any registered gymnasium id with Box observations and actions (`InvertedPendulum-v5`), proprio
+      only; preset max_episode_steps 0 (the env's registered time limit), action_repeat 1.
+    DMC and gym run one task per run and define no success, which MUSE's competence head learns from: there
+    `agent` must be `dreamer` (MUSE is refused with one line, nothing is invented), success rates are null,
+    and `muse-wm adapt` stays Meta-World only."""
+    tasks: tuple[str, ...] = setting(MT10_TASKS, Allowed(lambda v, _: len(v) >= 1, "at least one task"))
+    """Pre-training tasks (task ids 1..len(tasks) in the image channel); names as the suite spells them."""
     novel_tasks: tuple[str, ...] = NOVEL_TASKS
     """Adaptation tasks (task-id channel 0)."""
     image: bool = setting(True, Allowed(lambda v, e: v or e.proprio, "true, or env.proprio true (at least one input)"))
@@ -236,8 +248,9 @@ class EnvConfig:
     """Include the 39-dim proprioceptive vector."""
     image_size: int = setting(64, Allowed(lambda v, _: v >= 16 and v % 16 == 0, "a multiple of 16"))
     """Rendered image side in pixels."""
-    max_episode_steps: int = setting(500, integer_at_least(1))
-    """Episode length L (also the time-to-success normaliser)."""
+    max_episode_steps: int = setting(500, Allowed(lambda v, e: v >= 1 or (v == 0 and e.suite == "gym"),
+                                                  "an integer >= 1 (0 = the env's own limit, env.suite gym only)"))
+    """Episode length L in env frames, before action repeat (also the time-to-success normaliser)."""
     num_envs: int = setting(4, integer_at_least(1))
     """Parallel environments."""
     vector: Literal["async", "sync"] = "async"
@@ -245,7 +258,8 @@ class EnvConfig:
     render_backend: Literal["egl", "osmesa", "glfw"] = "egl"
     """MUJOCO_GL backend; set before mujoco is imported."""
     camera: str = "corner2"
-    """Camera name; corner cameras are flipped upright and corner2 is moved closer."""
+    """Camera: Meta-World's camera name (corner cameras are flipped upright and corner2 is moved closer); for
+    DMC an integer camera id, -1 = dreamerv3's default per domain."""
     action_repeat: int = setting(1, integer_at_least(1))
     """Env steps per agent action."""
 
@@ -332,9 +346,13 @@ class Config:
 
     name: str = "default"
     """Name of the configuration (for logs)."""
-    agent: AgentKind = "muse"
+    agent: AgentKind = setting("muse", Allowed(
+        lambda v, c: v != "muse" or c.env.suite == "metaworld",
+        "'dreamer' when env.suite is dmc or gym (MUSE's competence head learns from a task success signal, which "
+        "only Meta-World defines): add --agent dreamer"))
     """Agent kind: "muse" has the self-awareness (competence) head and loss; "dreamer" is the same model
-    without them (MUSE §3.2: "the self-awareness and self-regulation modules omitted")."""
+    without them (MUSE §3.2: "the self-awareness and self-regulation modules omitted"). "muse" needs
+    env.suite metaworld (the only suite with a success signal)."""
     model: ModelConfig = ModelConfig()
     loss: LossConfig = LossConfig()
     optim: OptimConfig = OptimConfig()

@@ -186,6 +186,9 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
     out = Path(logdir)
     restored = restore_learner(checkpoint, agent=agent, overrides=overrides, with_replay=True)
     cfg, learner, step = restored.cfg, restored.learner, restored.step
+    if cfg.env.suite != "metaworld":  # novel-task adaptation is MUSE §3.2.1's Meta-World protocol
+        raise ValueError(f"{checkpoint} was pre-trained on env.suite={cfg.env.suite}; muse-wm adapt runs Meta-World "
+                         "only (novel tasks with a success signal). Use a Meta-World pretrain checkpoint.")
     tasks = list(tasks or cfg.env.novel_tasks)
     if cfg.env.image:
         configure_gl(cfg.env.render_backend)  # before check_task imports mujoco

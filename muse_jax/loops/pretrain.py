@@ -40,7 +40,7 @@ from muse_jax import agent as A
 from muse_jax import parallel
 from muse_jax.checkpoint import Checkpointer, verify_integrity
 from muse_jax.config import Config, ConfigError, resume_conflicts
-from muse_jax.envs.metaworld import ACT_DIM, PROPRIO_DIM, make_vector_env
+from muse_jax.envs.suite import SUITES_WITH_SUCCESS, check_tasks, make_vector_env
 from muse_jax.errors import CheckpointNotFoundError
 from muse_jax.loops.collect import Collector, Episode
 from muse_jax.loops.jit_cache import memo_jit
@@ -54,10 +54,9 @@ __all__ = ["NonFiniteLossError", "partial_state", "pretrain", "recent_stats", "r
 
 def replay_megabytes(cfg: Config) -> float:
     """Memory the full replay will take, from the config alone."""
-    e = cfg.env
-    image = (e.image_size, e.image_size, 3) if e.image else None
+    spec = obs_spec(cfg)
     latents = (cfg.model.deter, cfg.model.stoch) if cfg.replay.context else (0, 0)
-    return cfg.replay.capacity * step_bytes(image, PROPRIO_DIM if e.proprio else None, ACT_DIM, *latents) / 2**20
+    return cfg.replay.capacity * step_bytes(spec.image_shape, spec.proprio_dim, spec.act_dim, *latents) / 2**20
 
 
 def partial_state(episodes: list[Episode | None]) -> dict[str, np.ndarray] | None:
@@ -89,16 +88,20 @@ def rewind_to(logdir: Path, step: int, echo: Callable[[str], None]) -> None:
         echo(f"--from-step {step}: moved later checkpoint(s) {later} to {aside}")
 
 
-def recent_stats(episodes: list[Episode], tasks: list[str]) -> dict[str, float]:
+def recent_stats(episodes: list[Episode], tasks: list[str], has_success: bool = True) -> dict[str, float]:
     """Success rate per task and overall, mean score and mean steps to the first success of the solved
-    episodes (logged as `time_to_success`), over finished episodes."""
+    episodes (logged as `time_to_success`), over finished episodes. A suite without success
+    (`has_success` False: DMC, gym) logs score, length and count only: no success rate of 0 is made up."""
     if not episodes:
         return {}
     out: dict[str, float] = {
-        "success_rate": float(np.mean([e.success for e in episodes])),
         "episode_score": float(np.mean([e.score for e in episodes])),
+        "episode_length": float(np.mean([e.length for e in episodes])),
         "episodes_finished": float(len(episodes)),
     }
+    if not has_success:
+        return out
+    out["success_rate"] = float(np.mean([e.success for e in episodes]))
     first_success = [e.first_success_step for e in episodes if e.success]
     out["time_to_success"] = float(np.mean(first_success)) if first_success else float("nan")
     for t in tasks:
@@ -123,6 +126,7 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
     or "muse" (self-regulated acting, for learning curves of the regulated agent).
     """
     logdir = Path(logdir)
+    check_tasks(cfg.env.suite, cfg.env.tasks)  # a misspelt task fails here, before any work
     spec = obs_spec(cfg)
     seed = cfg.train.seed
     if from_step is not None:
@@ -167,6 +171,7 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
     logger = RunLogger(logdir, total=cfg.train.env_steps, initial=counters["env_steps"], desc="pretrain")
     total = cfg.train.env_steps if stop_at is None else min(cfg.train.env_steps, stop_at)
     window: list[Episode] = []
+    has_success = cfg.env.suite in SUITES_WITH_SUCCESS
     last_metrics: dict[str, float] = {}  # mean train metrics of the latest log window
     env_steps = counters["env_steps"]
     last_log, last_save = env_steps, env_steps
@@ -208,7 +213,7 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
                 record = {"step": env_steps, "env_steps": env_steps, "train_steps": driver.train_steps,
                           "episodes": counters["episodes"],
                           "replay_steps": len(replay), "env_restarts": len(collector.faults),
-                          **last_metrics, **recent_stats(window, list(cfg.env.tasks)),
+                          **last_metrics, **recent_stats(window, list(cfg.env.tasks), has_success),
                           "env_steps_per_s": (env_steps - steps_log) / dt,
                           "train_steps_per_s": (driver.train_steps - train_log) / dt}
                 logger.write(record)

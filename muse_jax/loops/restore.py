@@ -26,7 +26,7 @@ from muse_jax.agent import ObsSpec, SplitLearner, create_learner
 from muse_jax.agent_kinds import AGENT_KINDS
 from muse_jax.checkpoint import Checkpointer, resolve_checkpoint_path
 from muse_jax.config import MODEL_SIZES, Config, from_dict
-from muse_jax.envs.metaworld import ACT_DIM, PROPRIO_DIM
+from muse_jax.envs.suite import obs_dims
 from muse_jax.errors import CheckpointError, CheckpointMismatchError
 
 __all__ = ["RestoredLearner", "abstract_learner", "checkpoint_agent_kind", "load_agent", "obs_spec",
@@ -34,8 +34,10 @@ __all__ = ["RestoredLearner", "abstract_learner", "checkpoint_agent_kind", "load
 
 
 def obs_spec(cfg: Config) -> ObsSpec:
-    """What the networks are built for on Meta-World with this config (pixels and/or proprio, 4-dim actions)."""
-    return ObsSpec.from_config(cfg, proprio_dim=PROPRIO_DIM, act_dim=ACT_DIM)
+    """What the networks are built for with this config: pixels and/or proprio, and the action size, of the
+    configured suite and task (`envs.suite.obs_dims`)."""
+    proprio_dim, act_dim = obs_dims(cfg.env)
+    return ObsSpec.from_config(cfg, proprio_dim=proprio_dim, act_dim=act_dim)
 
 
 def spec_to_meta(spec: ObsSpec) -> dict[str, Any]:

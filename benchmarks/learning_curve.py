@@ -1,0 +1,400 @@
+"""Learning curves on any suite and task: episode score (and success rate where the suite has one) against
+agent steps, for several seeds, beside a random policy, the official DreamerV3 and its published curve.
+
+Why: a user must be able to see whether the agent learns, at a budget their machine affords, and how it
+compares with the official implementation at the same budget (`benchmarks/official/`, which writes its
+lines into the same file).
+
+Training is the project's real pre-training loop (`muse_jax.loops.pretrain`, as `muse-wm pretrain`) on one
+task, proprio inputs, one run folder per seed under `--runs` (rerunning the same command resumes each seed
+from its last checkpoint). Each metrics window of `--log-every` agent steps becomes one JSON line in
+`--out` (default docs/learning_curves/<suite>_<task>.jsonl), in the format both implementations share:
+impl, agent, suite, task, seed, env_steps (agent steps = policy decisions, summed over envs), frames
+(env_steps x action repeat), score (mean undiscounted return of the training episodes, stochastic policy,
+that ended in the window; null if none), success_rate (null where the suite defines no success),
+episodes, train_steps, wall_s (seconds of this process's windows summed: a resume's downtime is
+excluded, its restart and compile time included), budget, machine, commit. Lines are appended whole
+and never duplicated: a line is written once per (impl, agent, seed, env_steps), and only for windows
+up to the run's latest checkpoint, which a resume never rewrites. `--random-episodes` adds the random
+policy's line (uniform actions in [-1, 1], same env; impl "random", env_steps 0).
+
+The plot (same name, .png) shows per implementation the mean over seeds and the min-max spread, the
+random line, and the published DreamerV3 curve from /work/shared/data/published when one exists. Units:
+danijar/dreamerv3 counts one step per env transition (`embodied/run/train.py`, `driver.on_step(...
+step.increment())`, i.e. agent steps) and its logger multiplies that by the suite's action repeat
+(`dreamerv3/main.py` `make_logger`: `multiplier = config.env.<suite>.repeat`), so its logged and
+published `step` counts frames; with the DMC action repeat of 2 used for the published scores (configs.yaml
+of 2024-04, the commit that added `scores/`) a published step of 100k frames is 50k agent steps here.
+The Meta-World reference (TD-MPC2 authors' DreamerV3 runs) is plotted at its steps as published: its unit
+could not be established from code here and the plot says so.
+
+Default budget (`--size size1m --train-ratio 32 --batch 16 --seq-len 64 --num-envs 4 --prefill 1024
+--log-every 5000`) is the CPU budget shared with the official runner (/work/coord/budget.json).
+
+    python benchmarks/learning_curve.py --suite dmc --task cartpole-swingup --seeds 0 1 --env-steps 50000
+
+The last line printed is one JSON summary (benchmarks.report.emit_record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.report import emit_record  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+PUBLISHED_DIR = Path(os.environ.get("MUSE_PUBLISHED_DIR", REPO.parent / "shared" / "data" / "published"))
+PUBLISHED_DMC_REPEAT = 2
+"""Action repeat of the published DreamerV3 DMC scores: their `step` is frames = agent steps x 2."""
+DEFAULT_REPEAT = {"dmc": 2, "metaworld": 2, "gym": 1}
+"""Action repeat per suite unless --action-repeat: DreamerV3's DMC setting; Meta-World as the shared budget."""
+DEFAULT_EPISODE_FRAMES = {"dmc": 1000, "metaworld": 500, "gym": 0}
+"""Frames per episode unless --episode-frames (gym 0 = the env's registered time limit)."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="learning_curve.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", choices=["dmc", "gym", "metaworld"], default="dmc")
+    p.add_argument("--task", default="cartpole-swingup", help="task as the config spells it (cartpole-swingup, "
+                   "InvertedPendulum-v5, handle-press-v3)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds, one run each, one after another")
+    p.add_argument("--env-steps", type=int, default=50_000, help="agent steps per run, summed over envs")
+    p.add_argument("--agent", choices=["dreamer", "muse"], default="dreamer",
+                   help="dreamer (any suite) or muse (Meta-World only: it needs a success signal)")
+    p.add_argument("--size", default="size1m", help="model size preset (default size1m)")
+    p.add_argument("--train-ratio", type=float, default=32.0, help="replayed steps per agent step (default 32)")
+    p.add_argument("--batch", type=int, default=16, help="replay batch size B (default 16)")
+    p.add_argument("--seq-len", type=int, default=64, help="replay chunk length T (default 64)")
+    p.add_argument("--num-envs", type=int, default=4, help="parallel envs (default 4)")
+    p.add_argument("--prefill", type=int, default=1024, help="random-policy agent steps first (default 1024)")
+    p.add_argument("--log-every", type=int, default=5000, help="agent steps per curve point (default 5000)")
+    p.add_argument("--action-repeat", type=int, default=None, help="default: dmc 2, metaworld 2, gym 1")
+    p.add_argument("--episode-frames", type=int, default=None,
+                   help="frames per episode (default: dmc 1000, metaworld 500, gym the env's own limit)")
+    p.add_argument("--random-episodes", type=int, default=10, help="random-policy episodes for the reference line "
+                   "(0: none; written once per file)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="any further config override (repeatable)")
+    p.add_argument("--out", default=None, help="JSON lines file (default docs/learning_curves/<suite>_<task>.jsonl); "
+                   "the PNG goes beside it")
+    p.add_argument("--runs", default=None, help="run folders (default runs/learning_curve/<suite>_<task>)")
+    p.add_argument("--plot-only", action="store_true",
+                   help="train nothing: write the lines the run folders hold so far, and the plot")
+    args = p.parse_args(argv)
+    for name in ("env_steps", "batch", "seq_len", "num_envs", "log_every"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.prefill < 0 or args.random_episodes < 0:
+        p.error("--prefill and --random-episodes must be >= 0")
+    if args.train_ratio <= 0:
+        p.error("--train-ratio must be > 0")
+    if args.action_repeat is not None and args.action_repeat < 1:
+        p.error("--action-repeat must be >= 1")
+    return args
+
+
+def build_config(args: argparse.Namespace, seed: int) -> Any:
+    """The pre-training config of one seed's run; raises ConfigError (bad override, muse off Meta-World)."""
+    from muse_jax.config import from_dict, parse_overrides
+
+    env: dict[str, Any] = {"suite": args.suite, "tasks": [args.task], "image": False, "proprio": True,
+                           "num_envs": args.num_envs, "vector": "sync",
+                           "action_repeat": args.action_repeat or DEFAULT_REPEAT[args.suite]}
+    frames = args.episode_frames if args.episode_frames is not None else DEFAULT_EPISODE_FRAMES[args.suite]
+    if args.suite != "gym" or frames:
+        env["max_episode_steps"] = frames
+    if args.suite == "metaworld":
+        env["novel_tasks"] = [args.task]
+    data = {
+        "name": f"learning_curve-{args.suite}-{args.task}", "agent": args.agent, "model": {"size": args.size},
+        "env": env,
+        "replay": {"batch_size": args.batch, "seq_len": args.seq_len, "capacity": max(args.env_steps, args.batch * args.seq_len)},
+        "train": {"env_steps": args.env_steps, "train_ratio": args.train_ratio, "prefill": args.prefill,
+                  "log_every": args.log_every, "save_every": args.log_every, "seed": seed},
+    }
+    return from_dict(data, parse_overrides(args.overrides))
+
+
+def budget_of(cfg: Any) -> dict[str, Any]:
+    return {"size": cfg.model.size, "train_ratio": cfg.train.train_ratio, "batch": cfg.replay.batch_size,
+            "seq_len": cfg.replay.seq_len, "num_envs": cfg.env.num_envs, "action_repeat": cfg.env.action_repeat,
+            "episode_frames": cfg.env.max_episode_steps, "env_steps_total": cfg.train.env_steps,
+            "prefill": cfg.train.prefill}
+
+
+def machine() -> str:
+    import jax
+
+    d = jax.devices()[0]
+    kind = "cpu" if d.platform == "cpu" else f"{d.platform} {d.device_kind}"
+    return f"{kind} {os.cpu_count()}-core, load {os.getloadavg()[0]:.1f}"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def checkpoint_steps(run: Path) -> list[int]:
+    ck = run / "checkpoints"
+    return sorted(int(p.name) for p in ck.iterdir() if p.name.isdigit()) if ck.is_dir() else []
+
+
+def run_lines(run: Path, cfg: Any, args: argparse.Namespace, seed: int, where: str, sha: str) -> list[dict]:
+    """The curve lines of one run folder, for windows up to its latest checkpoint (see the module doc)."""
+    from muse_common.files import read_jsonl
+    from muse_jax.envs.suite import SUITES_WITH_SUCCESS
+
+    steps = checkpoint_steps(run)
+    if not steps:
+        return []
+    out, wall, prev = [], 0.0, 0
+    for row in read_jsonl(run / "metrics.jsonl"):
+        x = int(row["env_steps"])
+        rate = row.get("env_steps_per_s")
+        wall += (x - prev) / rate if rate else 0.0
+        prev = x
+        if x > steps[-1]:
+            break
+        n = int(row.get("episodes_finished") or 0)
+        has_success = args.suite in SUITES_WITH_SUCCESS
+        out.append({"impl": "muse_jax", "agent": args.agent, "suite": args.suite, "task": args.task, "seed": seed,
+                    "env_steps": x, "frames": x * cfg.env.action_repeat,
+                    "score": row.get("episode_score") if n else None,
+                    "success_rate": row.get("success_rate") if n and has_success else None,
+                    "episodes": n, "train_steps": int(row["train_steps"]), "wall_s": round(wall, 1),
+                    "budget": budget_of(cfg), "machine": where, "commit": sha})
+    return out
+
+
+def line_key(line: dict[str, Any]) -> tuple:
+    return (line.get("impl"), line.get("agent"), int(line.get("seed", 0)), int(line.get("env_steps", 0)))
+
+
+def append_new(path: Path, lines: list[dict[str, Any]]) -> int:
+    """Append the lines whose key is not in the file yet (whole lines, fsynced); returns how many."""
+    from muse_common.files import append_jsonl, read_jsonl
+
+    have = {line_key(x) for x in read_jsonl(path)}
+    n = 0
+    for line in lines:
+        if line_key(line) not in have:
+            append_jsonl(path, line)
+            have.add(line_key(line))
+            n += 1
+    return n
+
+
+def random_line(cfg: Any, args: argparse.Namespace, episodes: int, seed: int, where: str, sha: str) -> dict:
+    """Mean return (and success rate) of uniformly random actions in [-1, 1] over `episodes` episodes of the
+    run's env (same task, action repeat and episode length): the level a curve must rise above."""
+    import numpy as np
+
+    from muse_jax.envs.suite import SUITES_WITH_SUCCESS, make_env
+
+    env = make_env(cfg.env, args.task, 1, seed + 12345)
+    rng = np.random.default_rng(seed)
+    scores, successes, steps = [], [], 0
+    try:
+        for ep in range(episodes):
+            env.reset(seed=seed + 12345 + ep)
+            total, success, done = 0.0, False, False
+            while not done:
+                a = rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
+                _, r, terminated, truncated, info = env.step(a)
+                total, steps = total + r, steps + 1
+                success |= bool(info.get("success", False))
+                done = terminated or truncated
+            scores.append(total)
+            successes.append(success)
+    finally:
+        env.close()
+    has_success = args.suite in SUITES_WITH_SUCCESS
+    return {"impl": "random", "agent": "random", "suite": args.suite, "task": args.task, "seed": seed,
+            "env_steps": 0, "frames": 0, "score": float(np.mean(scores)),
+            "success_rate": float(np.mean(successes)) if has_success else None, "episodes": episodes,
+            "train_steps": 0, "wall_s": 0.0, "random_agent_steps": steps,
+            "score_min": float(np.min(scores)), "score_max": float(np.max(scores)),
+            "budget": budget_of(cfg), "machine": where, "commit": sha}
+
+
+def published_curve(suite: str, task: str) -> tuple[dict[int, list[float]], str] | None:
+    """{x in agent steps (DMC) or as published (Meta-World): [value per seed]} and its label, or None."""
+    values: dict[int, list[float]] = defaultdict(list)
+    if suite == "dmc":
+        path = PUBLISHED_DIR / "dreamerv3_dmc_proprio.csv"
+        name = task.replace("-", "_")
+        if not path.is_file():
+            return None
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if row["task"] == name:
+                    values[int(row["step"]) // PUBLISHED_DMC_REPEAT].append(float(row["score"]))
+        label = "DreamerV3 published (5 seeds; size12m, train ratio 512; frames / 2)"
+    elif suite == "metaworld":
+        path = PUBLISHED_DIR / f"dreamerv3_metaworld_{task.removesuffix('-v3').removesuffix('-v2')}.csv"
+        if not path.is_file():
+            return None
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                values[int(row["step"])].append(float(row["success"]))
+        label = "DreamerV3 published (TD-MPC2 runs; x as published, unit unestablished)"
+    else:
+        return None
+    return (dict(values), label) if values else None
+
+
+def _seed_band(lines: list[dict[str, Any]], key: str) -> tuple[list[int], list[float], list[float], list[float], int]:
+    """Mean, min and max over seeds on the union of the seeds' x values (each seed interpolated within its
+    own range only)."""
+    import numpy as np
+
+    by_seed: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for x in lines:
+        if x.get(key) is not None:
+            by_seed[int(x["seed"])].append((int(x["env_steps"]), float(x[key])))
+    if not by_seed:
+        return [], [], [], [], 0
+    grid = sorted({s for pts in by_seed.values() for s, _ in pts})
+    rows = []
+    for pts in by_seed.values():
+        pts.sort()
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        v = np.interp(grid, xs, ys)
+        v[(np.array(grid) < xs[0]) | (np.array(grid) > xs[-1])] = np.nan
+        rows.append(v)
+    m = np.vstack(rows)
+    return grid, list(np.nanmean(m, 0)), list(np.nanmin(m, 0)), list(np.nanmax(m, 0)), len(by_seed)
+
+
+def plot(path: Path, png: Path, suite: str, task: str) -> bool:
+    """One PNG per task from every line in `path`; False when there is nothing to plot."""
+    import warnings
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from muse_common.files import atomic_save_figure, read_jsonl
+
+    lines = list(read_jsonl(path))
+    key = "success_rate" if suite == "metaworld" else "score"
+    if not any(x.get(key) is not None for x in lines):
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = {"muse_jax": "tab:blue", "official": "tab:orange"}
+    xmax = 0
+    for impl in ("muse_jax", "official"):
+        for agent in sorted({x.get("agent") for x in lines if x.get("impl") == impl}):
+            mine = [x for x in lines if x.get("impl") == impl and x.get("agent") == agent]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns where no seed has a point
+                grid, mean, lo, hi, n = _seed_band(mine, key)
+            if not grid:
+                continue
+            xmax = max(xmax, grid[-1])
+            name = "this project" if impl == "muse_jax" else "official DreamerV3"
+            ax.plot(grid, mean, c=colors[impl], marker="o", ms=3, label=f"{name} ({agent}), mean of {n} seed(s)")
+            ax.fill_between(grid, lo, hi, color=colors[impl], alpha=0.2, lw=0)
+    rand = [x for x in lines if x.get("impl") == "random" and x.get(key) is not None]
+    if rand:
+        level = sum(float(x[key]) for x in rand) / len(rand)
+        ax.axhline(level, ls=":", c="tab:red", label=f"random policy: {level:.3g}")
+    pub = published_curve(suite, task)
+    if pub is not None:
+        values, label = pub
+        xs = sorted(values)  # the part of the published curve the runs cover, and at least its first two points
+        xs = [x for x in xs if x <= max(xmax * 1.25, xs[min(1, len(xs) - 1)])]
+        mean = [sum(values[x]) / len(values[x]) for x in xs]
+        ax.plot(xs, mean, c="gray", ls="--", marker="s", ms=3, label=label)
+        ax.fill_between(xs, [min(values[x]) for x in xs], [max(values[x]) for x in xs], color="gray", alpha=0.15,
+                        lw=0)
+    budget = next((x.get("budget") for x in lines if x.get("impl") == "muse_jax" and x.get("budget")), None)
+    rep = budget["action_repeat"] if budget else "?"
+    ax.set_xlabel(f"agent steps (policy decisions, summed over envs; frames = agent steps x {rep})")
+    ax.set_ylabel("success rate of training episodes" if key == "success_rate" else "episode return (training)")
+    title = f"{suite} {task}"
+    if budget:
+        title += (f" | {budget['size']}, train ratio {budget['train_ratio']:g}, "
+                  f"B{budget['batch']}xT{budget['seq_len']}, {budget['num_envs']} envs")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    atomic_save_figure(fig, png, dpi=110)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from muse_jax.config import ConfigError
+
+    try:
+        cfgs = {seed: build_config(args, seed) for seed in args.seeds}
+        from muse_jax.envs.suite import check_tasks
+
+        check_tasks(args.suite, [args.task])
+    except (ConfigError, ValueError, ImportError) as e:
+        print(f"learning_curve: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    from muse_jax.loops.pretrain import pretrain
+    from muse_jax.parallel import enable_compilation_cache
+
+    enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/muse_jax/xla"))
+    name = f"{args.suite}_{args.task}"
+    out = Path(args.out) if args.out else REPO / "docs" / "learning_curves" / f"{name}.jsonl"
+    runs = Path(args.runs) if args.runs else REPO / "runs" / "learning_curve" / name
+    png = out.with_suffix(".png")
+    sha, t0 = commit(), time.time()
+    from muse_common.files import read_jsonl
+
+    written = 0
+    if args.random_episodes and not any(x.get("impl") == "random" for x in read_jsonl(out)):
+        written += append_new(out, [random_line(cfgs[args.seeds[0]], args, args.random_episodes, args.seeds[0],
+                                                machine(), sha)])
+    walls = {}
+    for seed in args.seeds:
+        run = runs / f"{args.agent}_seed{seed}"
+        if not args.plot_only:
+            t = time.time()
+            mode = "muse" if args.agent == "muse" else "dreamer"
+            pretrain(cfgs[seed], run, echo=lambda s: print(s, file=sys.stderr), act_mode=mode)
+            walls[seed] = round(time.time() - t, 1)
+        written += append_new(out, run_lines(run, cfgs[seed], args, seed, machine(), sha))
+        plot(out, png, args.suite, args.task)  # after every seed, so a long command shows progress
+    plotted = plot(out, png, args.suite, args.task)
+    lines = [x for x in read_jsonl(out) if x.get("impl") == "muse_jax" and x.get("agent") == args.agent]
+    final = {}
+    for seed in args.seeds:
+        scored = [x for x in lines if int(x["seed"]) == seed and x.get("score") is not None]
+        if scored:
+            last = max(scored, key=lambda x: x["env_steps"])
+            final[str(seed)] = {"env_steps": last["env_steps"], "score": last["score"],
+                                "success_rate": last["success_rate"]}
+    rand = [x for x in read_jsonl(out) if x.get("impl") == "random"]
+    emit_record({"suite": args.suite, "task": args.task, "agent": args.agent, "seeds": args.seeds,
+                 "env_steps": args.env_steps, "lines_written": written, "final": final,
+                 "random_score": rand[0]["score"] if rand else None, "wall_s_per_seed": walls,
+                 "wall_s": round(time.time() - t0, 1), "budget": budget_of(cfgs[args.seeds[0]]),
+                 "machine": machine(), "out": str(out), "plot": str(png) if plotted else None}, None)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""benchmarks/learning_curve.py: a tiny real run writes CURVES-format JSON lines and a PNG, a rerun adds no
+duplicate, the published DMC curve is converted from frames to agent steps, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "learning_curve.py"
+LINE_KEYS = {"impl", "agent", "suite", "task", "seed", "env_steps", "frames", "score", "success_rate", "episodes",
+             "train_steps", "wall_s", "budget", "machine", "commit"}
+BUDGET_KEYS = {"size", "train_ratio", "batch", "seq_len", "num_envs", "action_repeat", "episode_frames",
+               "env_steps_total", "prefill"}
+
+
+def _run(*flags: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    return subprocess.run([sys.executable, str(SCRIPT), *flags], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=timeout)
+
+
+TINY = ("--suite", "gym", "--task", "Pendulum-v1", "--seeds", "0", "--env-steps", "240", "--episode-frames", "40",
+        "--num-envs", "2", "--size", "nano", "--batch", "4", "--seq-len", "8", "--train-ratio", "8",
+        "--prefill", "80", "--log-every", "80", "--random-episodes", "2",
+        "--set", "model.bins=31", "--set", "model.mlp_layers=1")
+
+
+@pytest.mark.slow
+def test_tiny_curve_writes_lines_and_png_and_rerun_adds_nothing(tmp_path):
+    out, runs = tmp_path / "gym_Pendulum-v1.jsonl", tmp_path / "runs"
+    proc = _run(*TINY, "--out", str(out), "--runs", str(runs))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert all(LINE_KEYS <= set(x) and BUDGET_KEYS <= set(x["budget"]) for x in lines)
+    rand = [x for x in lines if x["impl"] == "random"]
+    mine = [x for x in lines if x["impl"] == "muse_jax"]
+    assert len(rand) == 1 and rand[0]["episodes"] == 2 and rand[0]["score"] < 0  # Pendulum returns are negative
+    assert [x["env_steps"] for x in mine] == [80, 160, 240]
+    assert all(x["frames"] == x["env_steps"] and x["success_rate"] is None for x in mine)  # gym: repeat 1, no success
+    assert mine[-1]["train_steps"] == 240 * 8 // (4 * 8) and mine[-1]["wall_s"] > 0
+    scored = [x for x in mine if x["score"] is not None]
+    assert scored and all(x["episodes"] >= 1 and x["score"] < 0 for x in scored)  # 40-step episodes ended
+    assert summary["lines_written"] == len(lines) and summary["plot"] == str(out.with_suffix(".png"))
+    assert out.with_suffix(".png").stat().st_size > 5000
+    # the same command again: every seed is finished, nothing is appended
+    proc = _run(*TINY, "--out", str(out), "--runs", str(runs))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["lines_written"] == 0
+    assert [json.loads(x) for x in out.read_text().splitlines()] == lines
+
+
+def test_published_dmc_curve_is_in_agent_steps(tmp_path, monkeypatch):
+    sys.path.insert(0, str(REPO))
+    import benchmarks.learning_curve as lc
+
+    (tmp_path / "dreamerv3_dmc_proprio.csv").write_text(
+        "task,seed,step,score\ncartpole_swingup,0,10000,50\ncartpole_swingup,1,10000,70\n"
+        "cartpole_swingup,0,100000,600\nreacher_easy,0,10000,2\n")
+    monkeypatch.setattr(lc, "PUBLISHED_DIR", tmp_path)
+    values, label = lc.published_curve("dmc", "cartpole-swingup")
+    assert values == {5000: [50.0, 70.0], 50000: [600.0]}  # frames / action repeat 2
+    assert "frames / 2" in label
+    assert lc.published_curve("gym", "Pendulum-v1") is None
+
+
+@pytest.mark.parametrize("flags,words", [
+    (("--suite", "metaworld", "--task", "coffee-buton-v3"), ("coffee-buton-v3", "coffee-button-v3")),
+    (("--suite", "dmc", "--task", "cartpole-swingup", "--agent", "muse"), ("--agent dreamer",)),
+])
+def test_bad_input_is_one_clear_line(tmp_path, flags, words):
+    proc = _run(*flags, "--env-steps", "10", "--out", str(tmp_path / "x.jsonl"), "--runs", str(tmp_path / "r"),
+                timeout=180)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and all(w in err[0] for w in words), err
+    assert not (tmp_path / "x.jsonl").exists()
