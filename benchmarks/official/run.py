@@ -87,6 +87,7 @@ def official_command(python: Path, src: Path, suite: str, task: str, seed: int, 
         "--run.steps", str(budget["env_steps_total"]), "--run.envs", str(budget["num_envs"]),
         "--run.train_ratio", str(float(budget["train_ratio"])),
         "--batch_size", str(budget["batch"]), "--batch_length", str(budget["seq_len"]),
+        "--report_length", str(min(32, int(budget["seq_len"]))),  # its report reads the train replay's chunks
         "--run.log_every", "120", "--run.save_every", str(save_every_s), "--logger.outputs", "jsonl",
     ]
 
