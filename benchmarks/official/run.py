@@ -191,6 +191,8 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
     if done.exists():
         convert(True)
         return json.loads(done.read_text())
+    if args.convert_only:  # a run going on elsewhere (or killed): its complete windows so far
+        return {"seed": seed, "ok": None, "new_lines": convert(False)}
     cmd = official_command(python, src, args.suite, args.task, seed, budget, rundir / "logdir", events)
     t0 = time.time()
     with open(rundir / "run.log", "a") as log:
@@ -253,6 +255,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, default=REPO / "docs" / "learning_curves")
     p.add_argument("--runs-dir", type=Path, default=REPO / "runs" / "official")
     p.add_argument("--official-venv", type=Path, help="default: REPO/.official/venv")
+    p.add_argument("--convert-only", action="store_true",
+                   help="only convert the runs' logs so far into the output file (start no run)")
     p.add_argument("--poll-s", type=float, default=60.0, help="seconds between conversions while a run is going")
     return p.parse_args(argv)
 
@@ -260,7 +264,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     reason = official_available(args.official_venv)
-    if reason:
+    if reason and not args.convert_only:
         raise SystemExit(reason)
     budget = load_budget(args.budget_json)
     if args.suite == "metaworld" and args.episode_frames is None:
