@@ -177,8 +177,9 @@ def main(argv=None):
     original_train = Agent.train
 
     def train(self, *a, **kw):
-        state["train"] += 1
-        return original_train(self, *a, **kw)
+        out = original_train(self, *a, **kw)
+        state["train"] = int(self.n_updates)  # the official update counter, restored with its checkpoint
+        return out
 
     Agent.train = train
     embodied.Driver = Driver
