@@ -93,3 +93,30 @@ def test_tiny_official_run_writes_curve_lines_and_resumes_without_duplicates(tmp
     assert all(r["impl"] == "official" and r["frames"] == 2 * r["env_steps"] for r in rows)
     official.main(argv)  # finished: a rerun adds nothing
     assert len(official.read_jsonl(tmp_path / "out" / "gym_Pendulum-v1.jsonl")) == 3
+
+
+def test_budget_file_sets_the_shared_keys_and_the_official_prefill_stays_zero(tmp_path):
+    path = tmp_path / "budget.json"
+    path.write_text(json.dumps({"size": "size12m", "train_ratio": 64, "env_steps_total": 20000, "prefill": 1024,
+                                "seeds": [4], "log_every": 2500}))
+    budget = official.load_budget(path)
+    assert (budget["size"], budget["train_ratio"], budget["env_steps_total"]) == ("size12m", 64, 20000)
+    assert budget["seeds"] == [4] and budget["log_every"] == 2500
+    assert budget["prefill"] == 0  # the official code acts with its untrained policy, never at random
+
+
+def test_unreadable_budget_file_is_one_clear_error(tmp_path):
+    path = tmp_path / "budget.json"
+    path.write_text("{not json")
+    with pytest.raises(SystemExit, match="--budget-json .*JSON"):
+        official.load_budget(path)
+
+
+def test_official_command_carries_the_budget():
+    budget = dict(BUDGET, log_every=300)
+    cmd = official.official_command(official.Path("py"), official.Path("src"), "dmc", "reacher-easy", 1, budget,
+                                    official.Path("log"), official.Path("ev.jsonl"))
+    flags = dict(zip(cmd, cmd[1:], strict=False))
+    assert flags["--run.train_ratio"] == "32.0" and flags["--batch_size"] == "16" and flags["--batch_length"] == "64"
+    assert flags["--run.envs"] == "2" and flags["--run.steps"] == "1000" and flags["--repeat"] == "2"
+    assert flags["--jax.platform"] == "cpu" and flags["--seed"] == "1" and "size1m" in cmd
