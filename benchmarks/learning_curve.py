@@ -29,7 +29,7 @@ The Meta-World reference (TD-MPC2 authors' DreamerV3 runs) is plotted at its ste
 could not be established from code here and the plot says so.
 
 Default budget (`--size size1m --train-ratio 32 --batch 16 --seq-len 64 --num-envs 4 --prefill 1024
---log-every 5000`) is the CPU budget shared with the official runner (/work/coord/budget.json).
+--log-every 5000`) is the CPU budget shared with the official runner (`docs/learning_curves/budget_cpu.json`).
 
     python benchmarks/learning_curve.py --suite dmc --task cartpole-swingup --seeds 0 1 --env-steps 50000
 
@@ -120,7 +120,8 @@ def build_config(args: argparse.Namespace, seed: int) -> Any:
     data = {
         "name": f"learning_curve-{args.suite}-{args.task}", "agent": args.agent, "model": {"size": args.size},
         "env": env,
-        "replay": {"batch_size": args.batch, "seq_len": args.seq_len, "capacity": max(args.env_steps, args.batch * args.seq_len)},
+        "replay": {"batch_size": args.batch, "seq_len": args.seq_len,
+                   "capacity": max(args.env_steps, args.batch * args.seq_len)},
         "train": {"env_steps": args.env_steps, "train_ratio": args.train_ratio, "prefill": args.prefill,
                   "log_every": args.log_every, "save_every": args.log_every, "seed": seed},
     }

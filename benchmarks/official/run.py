@@ -1,0 +1,295 @@
+"""The official DreamerV3 (danijar/dreamerv3, PyPI dreamer==3.3.1) on this project's task and budget.
+
+Why: whether this project's Dreamer learns can only be judged beside the reference implementation run
+on the same task with the same budget. This script runs the official `train` script (unchanged agent,
+its own replay, driver and train-ratio rule) in its own virtual environment built by
+`benchmarks/official/setup.sh`, as a subprocess, and turns its per-episode log into the learning-curve
+JSON lines shared with `benchmarks/learning_curve.py` (impl "official"), appended to
+`docs/learning_curves/<suite>_<task>.jsonl`.
+
+    bash benchmarks/official/setup.sh
+    python benchmarks/official/run.py --suite dmc --task cartpole-swingup --seeds 0 1
+
+Budget (defaults = the shared CPU budget; `--budget-json FILE` reads the same keys): model `size1m`,
+train ratio 32, batch 16 x 64, 4 envs, action repeat 2, DMC episodes of 1000 frames (Meta-World 500),
+50k agent steps, a window every 5k agent steps. Every count of steps here is agent steps (policy
+decisions) summed over envs, as the official `step` counter counts them (one per env transition,
+the reset transition included); frames = agent steps x action repeat. The official code has no random
+prefill: it acts with the untrained policy from the first step and starts training once its replay
+holds batch x seq sequences. Settings this script fixes for CPU runs and states: jax platform cpu,
+compute dtype float32 (the official default bfloat16 is for accelerators), no preallocation, logging
+to jsonl only, DMC proprio without the per-step render (see official_entry.py).
+
+Resumable: rerunning the same command continues each unfinished seed from the official checkpoint
+(`--run.save_every` seconds apart) and appends only windows not yet in the output file (key: impl,
+seed, env_steps). Runs live in `runs/official/<suite>_<task>/seed<N>/` (logdir, events.jsonl, run.log).
+The last line printed is one JSON summary object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+from benchmarks.report import emit_record  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent.parent
+OFFICIAL_VERSION = "dreamer==3.3.1"
+DEFAULT_BUDGET: dict[str, Any] = {
+    "size": "size1m", "train_ratio": 32, "batch": 16, "seq_len": 64, "num_envs": 4, "action_repeat": 2,
+    "episode_frames": 1000, "env_steps_total": 50_000, "prefill": 0, "log_every": 5000, "seeds": [0, 1],
+}
+"""The shared CPU budget. prefill 0: the official code has none (see the module docstring)."""
+BUDGET_KEYS = ("size", "train_ratio", "batch", "seq_len", "num_envs", "action_repeat", "episode_frames",
+               "env_steps_total", "prefill")
+SUITES = ("dmc", "gym", "metaworld")
+
+
+def official_paths(venv: Path | None = None) -> tuple[Path, Path]:
+    """(python of the official venv, unpacked official source) under REPO/.official by default."""
+    root = REPO / ".official"
+    return (venv or root / "venv") / "bin" / "python", root / "dreamer-3.3.1"
+
+
+def official_available(venv: Path | None = None) -> str | None:
+    """None when the official venv is built, else the reason it is not usable."""
+    python, src = official_paths(venv)
+    if not (python.parent.parent / ".complete").exists():
+        return (f"the official DreamerV3 environment is not built ({python.parent.parent}); "
+                "run bash benchmarks/official/setup.sh")
+    if not (src / "dreamerv3" / "configs.yaml").exists():
+        return f"the official source is incomplete ({src}); rerun bash benchmarks/official/setup.sh"
+    return None
+
+
+def official_command(python: Path, src: Path, suite: str, task: str, seed: int, budget: dict[str, Any],
+                     logdir: Path, events: Path, save_every_s: int = 300) -> list[str]:
+    """The official train script's command line for one seed at `budget`."""
+    return [
+        str(python), str(Path(__file__).resolve().parent / "official_entry.py"),
+        "--src", str(src), "--repo", str(REPO), "--events", str(events), "--suite", suite, "--task", task,
+        "--repeat", str(budget["action_repeat"]), "--episode-frames", str(budget["episode_frames"]),
+        "--env-seed", str(seed), "--",
+        "--configs", "defaults", budget["size"],
+        "--logdir", str(logdir), "--seed", str(seed),
+        "--jax.platform", "cpu", "--jax.compute_dtype", "float32", "--jax.prealloc", "False",
+        "--run.steps", str(budget["env_steps_total"]), "--run.envs", str(budget["num_envs"]),
+        "--run.train_ratio", str(float(budget["train_ratio"])),
+        "--batch_size", str(budget["batch"]), "--batch_length", str(budget["seq_len"]),
+        "--report_length", str(min(32, int(budget["seq_len"]))),  # its report reads the train replay's chunks
+        "--run.log_every", "120", "--run.save_every", str(save_every_s), "--logger.outputs", "jsonl",
+    ]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file; a torn last line (killed writer) is skipped."""
+    rows = []
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return rows
+    for line in lines:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def events_to_lines(events: list[dict[str, Any]], *, suite: str, task: str, seed: int, budget: dict[str, Any],
+                    log_every: int, finished: bool, machine: str, commit: str) -> list[dict[str, Any]]:
+    """Per-episode events of one official run -> one CURVES line per window of `log_every` agent steps.
+
+    Window k covers episodes that ended at agent steps in ((k-1)*W, k*W]; its `env_steps` is k*W,
+    capped at the budget's total. A window is complete once an event past its end exists or the run
+    `finished`; incomplete windows are not emitted (a resumed run adds them later). `train_steps` and
+    `wall_s` are those of the window's last episode (wall seconds exclude downtime between resumes).
+    """
+    if log_every <= 0:
+        raise ValueError("log_every must be > 0")
+    total = int(budget["env_steps_total"])
+    events = sorted(events, key=lambda e: e["env_steps"])
+    last_step = events[-1]["env_steps"] if events else 0
+    n_windows = math.ceil(total / log_every)
+    lines = []
+    for k in range(1, n_windows + 1):
+        lo, hi = (k - 1) * log_every, min(k * log_every, total)
+        if not finished and last_step <= hi:
+            break
+        inside = [e for e in events if lo < e["env_steps"] <= hi] if k < n_windows else \
+            [e for e in events if e["env_steps"] > lo]
+        succ = [bool(e["success"]) for e in inside if e.get("success") is not None]
+        prev = [e for e in events if e["env_steps"] <= hi]
+        lines.append({
+            "impl": "official", "agent": "dreamer", "suite": suite, "task": task, "seed": int(seed),
+            "env_steps": hi, "frames": hi * int(budget["action_repeat"]),
+            "score": (sum(e["score"] for e in inside) / len(inside)) if inside else None,
+            "success_rate": (sum(succ) / len(succ)) if succ else None,
+            "episodes": len(inside),
+            "train_steps": prev[-1]["train_steps"] if prev else 0,
+            "wall_s": prev[-1]["wall_s"] if prev else 0.0,
+            "budget": {k2: budget[k2] for k2 in BUDGET_KEYS},
+            "machine": machine, "commit": commit, "official_version": OFFICIAL_VERSION,
+        })
+    return lines
+
+
+def append_new_lines(path: Path, lines: list[dict[str, Any]]) -> int:
+    """Append the lines whose (impl, seed, env_steps) the file lacks; whole lines, flushed and fsynced."""
+    have = {(r.get("impl"), r.get("seed"), r.get("env_steps")) for r in read_jsonl(path)}
+    new = [ln for ln in lines if (ln["impl"], ln["seed"], ln["env_steps"]) not in have]
+    if new:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write("".join(json.dumps(ln) + "\n" for ln in new))
+            f.flush()
+            os.fsync(f.fileno())
+    return len(new)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def machine_string() -> str:
+    try:
+        load = float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError):
+        load = float("nan")
+    return f"cpu {os.cpu_count()}-core, load {load:.1f}"
+
+
+def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
+    """Run (or resume) one seed to the end, converting its log into `out` while it runs."""
+    python, src = official_paths(args.official_venv)
+    rundir = args.runs_dir / f"{args.suite}_{args.task}" / f"seed{seed}"
+    rundir.mkdir(parents=True, exist_ok=True)
+    events, done = rundir / "events.jsonl", rundir / "done.json"
+    commit = git_commit()
+
+    def convert(finished: bool) -> int:
+        lines = events_to_lines(read_jsonl(events), suite=args.suite, task=args.task, seed=seed, budget=budget,
+                                log_every=budget["log_every"], finished=finished, machine=machine_string(),
+                                commit=commit)
+        return append_new_lines(out, lines)
+
+    if done.exists():
+        convert(True)
+        return json.loads(done.read_text())
+    if args.convert_only:  # a run going on elsewhere (or killed): its complete windows so far
+        return {"seed": seed, "ok": None, "new_lines": convert(False)}
+    cmd = official_command(python, src, args.suite, args.task, seed, budget, rundir / "logdir", events)
+    t0 = time.time()
+    with open(rundir / "run.log", "a") as log:
+        log.write(f"\n# {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=rundir,
+                                env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        try:
+            while proc.poll() is None:
+                time.sleep(args.poll_s)
+                convert(False)
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+            raise
+    if proc.returncode != 0:
+        print(f"official run {args.suite}/{args.task} seed {seed} failed (exit {proc.returncode}); "
+              f"see {rundir / 'run.log'}; rerun the same command to resume.", file=sys.stderr)
+        return {"seed": seed, "ok": False, "returncode": proc.returncode}
+    convert(True)
+    ev = read_jsonl(events)
+    summary = {"seed": seed, "ok": True, "episodes": len(ev), "wall_s_this_call": round(time.time() - t0, 1),
+               "wall_s": ev[-1]["wall_s"] if ev else None, "train_steps": ev[-1]["train_steps"] if ev else None}
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary))
+    os.replace(tmp, done)
+    return summary
+
+
+def load_budget(path: Path | None) -> dict[str, Any]:
+    budget = dict(DEFAULT_BUDGET)
+    if path is not None:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SystemExit(f"--budget-json {path}: cannot read it as JSON ({exc}); "
+                             "give a JSON object file.") from None
+        budget.update({k: data[k] for k in (*BUDGET_KEYS, "log_every", "seeds") if k in data})
+    budget["prefill"] = 0  # the official code has no random prefill, whatever this project's budget uses
+    return budget
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--suite", choices=SUITES, default="dmc")
+    p.add_argument("--task", default="cartpole-swingup", help="task as this project spells it "
+                   "(dmc: domain-task, gym: a gymnasium id, metaworld: e.g. handle-press-v3)")
+    p.add_argument("--seeds", type=int, nargs="+", help="default: the budget's seeds (0 1)")
+    p.add_argument("--budget-json", type=Path, help="JSON object with the budget keys (e.g. the shared budget file)")
+    p.add_argument("--env-steps", type=int, help="agent steps per run (overrides the budget)")
+    p.add_argument("--train-ratio", type=float, help="replayed steps per agent step (overrides the budget)")
+    p.add_argument("--size", help="model size preset (overrides the budget)")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--num-envs", type=int)
+    p.add_argument("--action-repeat", type=int)
+    p.add_argument("--episode-frames", type=int, help="frames per episode (default: 1000, Meta-World 500)")
+    p.add_argument("--log-every", type=int, help="agent steps per window (overrides the budget)")
+    p.add_argument("--out-dir", type=Path, default=REPO / "docs" / "learning_curves")
+    p.add_argument("--runs-dir", type=Path, default=REPO / "runs" / "official")
+    p.add_argument("--official-venv", type=Path, help="default: REPO/.official/venv")
+    p.add_argument("--convert-only", action="store_true",
+                   help="only convert the runs' logs so far into the output file (start no run)")
+    p.add_argument("--poll-s", type=float, default=60.0, help="seconds between conversions while a run is going")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    reason = official_available(args.official_venv)
+    if reason and not args.convert_only:
+        raise SystemExit(reason)
+    budget = load_budget(args.budget_json)
+    if args.suite == "metaworld" and args.episode_frames is None:
+        budget["episode_frames"] = 500
+    for flag, key in (("env_steps", "env_steps_total"), ("train_ratio", "train_ratio"), ("size", "size"),
+                      ("batch", "batch"), ("seq_len", "seq_len"), ("num_envs", "num_envs"),
+                      ("action_repeat", "action_repeat"), ("episode_frames", "episode_frames"),
+                      ("log_every", "log_every")):
+        if getattr(args, flag) is not None:
+            budget[key] = getattr(args, flag)
+    for key in ("env_steps_total", "batch", "seq_len", "num_envs", "action_repeat", "episode_frames", "log_every"):
+        if int(budget[key]) < 1:
+            raise SystemExit(f"budget {key}={budget[key]} must be >= 1.")
+    seeds = args.seeds if args.seeds is not None else list(budget["seeds"])
+    out = args.out_dir / f"{args.suite}_{args.task}.jsonl"
+    results = [run_seed(args, budget, seed, out) for seed in seeds]
+    finals = {}
+    for row in read_jsonl(out):
+        last = row.get("env_steps") == budget["env_steps_total"]
+        if row.get("impl") == "official" and row.get("seed") in seeds and last:
+            finals[row["seed"]] = row.get("score")
+    return emit_record({"benchmark": "official_learning_curve", "official_version": OFFICIAL_VERSION,
+                        "suite": args.suite, "task": args.task, "seeds": seeds, "budget": budget,
+                        "final_scores": finals, "runs": results, "out": str(out)}, None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""One train step of this project's Dreamer and of the official DreamerV3, timed in the same run.
+
+Why: a speed ratio between two implementations means something only when both are timed on the same
+machine under the same load (machines of one kind differ by 2x in matmul throughput). This script
+builds both at the setting of benchmarks/wm_throughput.py (a size preset, batch 16 x 64, 24-dim
+vector observation, 6-dim continuous action, float32, CPU), compiles both, then times them
+alternately in rounds (A B A B ...: `--rounds` rounds of `--steps` steps each) so that a change of
+load hits both sides alike. This project's side runs in this process (agent "dreamer": no competence
+head, like the official); the official side runs in .official/venv as a subprocess worker
+(official_speed_worker.py) that waits while this side is timed. Both time the jitted train step only
+(a batch already on the host), each step waited for.
+
+    bash benchmarks/official/setup.sh
+    python benchmarks/official/speed.py --size size1m size12m
+
+Prints one JSON line per size (the last line is the summary of all sizes), with medians, process CPU
+seconds per step (robust to other processes on the machine) and the ratio official / this project
+(> 1: this project is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+from benchmarks.official.run import official_available, official_paths  # noqa: E402
+from benchmarks.report import emit_record  # noqa: E402
+
+
+class OfficialWorker:
+    """The official train step in its own venv, timed on request ("N" -> N step times)."""
+
+    def __init__(self, size: str, batch: int, seq: int, obs_dim: int, act_dim: int) -> None:
+        python, src = official_paths()
+        cmd = [str(python), str(Path(__file__).resolve().parent / "official_speed_worker.py"), "--src", str(src),
+               "--size", size, "--batch", str(batch), "--seq", str(seq), "--obs-dim", str(obs_dim),
+               "--act-dim", str(act_dim)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        self.info = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        for line in self.proc.stdout:  # the official code prints its own banner and compile report too
+            if line.startswith("{"):
+                return json.loads(line)
+        raise RuntimeError(f"the official speed worker exited (code {self.proc.wait()}) without a result")
+
+    def time(self, steps: int) -> dict[str, list[float]]:
+        self.proc.stdin.write(f"{steps}\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+
+
+class ProjectSide:
+    """This project's jitted train step (agent "dreamer") at the wm_throughput setting."""
+
+    def __init__(self, size: str, batch: int, seq: int, obs_dim: int, act_dim: int) -> None:
+        import jax
+
+        from benchmarks.wm_throughput import build_config, count_params, synthetic_batch
+        from muse_jax.agent import ObsSpec, create_learner, make_train_step
+
+        cfg = build_config(size, obs_dim, False, 64, batch, seq, ["agent=dreamer"])
+        spec = ObsSpec.from_config(cfg, proprio_dim=obs_dim, act_dim=act_dim)
+        learner = create_learner(cfg, spec, seed=0)
+        self.state = learner.state
+        self.batch = jax.device_put(synthetic_batch(spec, batch, seq))
+        self.keys = iter(jax.random.split(jax.random.key(0), 100_000))
+        t0 = time.perf_counter()
+        lowered = make_train_step(cfg, learner.graphdef, None).lower(self.state, self.batch, next(self.keys))
+        self.step = lowered.compile()
+        self.compile_s = time.perf_counter() - t0
+        self._run()
+        self.params = count_params(self.state)
+        self.jax_version = jax.__version__
+
+    def _run(self) -> None:
+        import jax
+
+        self.state, metrics = self.step(self.state, self.batch, next(self.keys))
+        jax.block_until_ready(metrics)
+
+    def time(self, steps: int) -> dict[str, list[float]]:
+        times, cpu = [], []
+        for _ in range(steps):
+            c0, t0 = time.process_time(), time.perf_counter()
+            self._run()
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        return {"times": times, "cpu": cpu}
+
+
+def load1() -> float:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError):
+        return float("nan")
+
+
+def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
+    official = OfficialWorker(size, args.batch, args.seq, args.obs_dim, args.act_dim)
+    try:
+        ours = ProjectSide(size, args.batch, args.seq, args.obs_dim, args.act_dim)
+        res: dict[str, dict[str, list[float]]] = {"ours": {"times": [], "cpu": []},
+                                                  "official": {"times": [], "cpu": []}}
+        loads = []
+        for _ in range(args.rounds):
+            for name, side in (("ours", ours), ("official", official)):
+                loads.append(load1())
+                got = side.time(args.steps)
+                res[name]["times"] += got["times"]
+                res[name]["cpu"] += got["cpu"]
+    finally:
+        official.close()
+    med = {k: statistics.median(v["times"]) for k, v in res.items()}
+    cpu = {k: statistics.median(v["cpu"]) for k, v in res.items()}
+    return {
+        "benchmark": "official_speed", "size": size, "batch": args.batch, "seq": args.seq,
+        "obs_dim": args.obs_dim, "act_dim": args.act_dim, "dtype": "float32", "rounds": args.rounds,
+        "steps_per_round": args.steps, "order": "ours, official alternating",
+        "ours_train_step_median_s": med["ours"], "official_train_step_median_s": med["official"],
+        "ours_train_step_cpu_s": cpu["ours"], "official_train_step_cpu_s": cpu["official"],
+        "speed_ratio_official_over_ours": med["official"] / med["ours"],
+        "cpu_ratio_official_over_ours": cpu["official"] / cpu["ours"],
+        "ours_times_s": res["ours"]["times"], "official_times_s": res["official"]["times"],
+        "ours_compile_s": ours.compile_s, "official_compile_s": official.info["compile_s"],
+        "ours_params": ours.params, "official_params": official.info["params"],
+        "ours_jax": ours.jax_version, "official_jax": official.info["jax"], "official_version": "dreamer==3.3.1",
+        "loadavg_1m_min": min(loads), "loadavg_1m_max": max(loads), "cpu_cores": os.cpu_count(),
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--size", nargs="+", default=["size1m", "size12m"], help="DreamerV3 size presets")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--obs-dim", type=int, default=24)
+    p.add_argument("--act-dim", type=int, default=6)
+    p.add_argument("--rounds", type=int, default=4, help="alternating rounds (ours, official) per size")
+    p.add_argument("--steps", type=int, default=3, help="timed train steps per side per round")
+    p.add_argument("--out", help="also append the summary record to this JSONL file")
+    args = p.parse_args(argv)
+    if min(args.batch, args.seq, args.obs_dim, args.act_dim, args.rounds, args.steps) < 1:
+        p.error("--batch, --seq, --obs-dim, --act-dim, --rounds and --steps must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    reason = official_available()
+    if reason:
+        raise SystemExit(reason)
+    records = []
+    for size in args.size:
+        rec = compare(size, args)
+        print(json.dumps(rec), flush=True)
+        records.append(rec)
+    summary = {"benchmark": "official_speed_summary",
+               "ratios_official_over_ours": {r["size"]: r["speed_ratio_official_over_ours"] for r in records},
+               "train_step_median_s": {r["size"]: {"ours": r["ours_train_step_median_s"],
+                                                   "official": r["official_train_step_median_s"]} for r in records},
+               "loadavg_1m_range": [min(r["loadavg_1m_min"] for r in records),
+                                    max(r["loadavg_1m_max"] for r in records)],
+               "cpu_cores": os.cpu_count()}
+    return emit_record(summary, args.out)
+
+
+if __name__ == "__main__":
+    main()
