@@ -112,18 +112,25 @@ def _say(line: str) -> None:
 
 
 def check_task_names(cfg: Any) -> None:
-    """Every name in env.tasks and env.novel_tasks is a Meta-World task: a typo in the novel tasks is
-    refused at pretrain, not stored in the checkpoint to fail at adapt."""
+    """Every name in env.tasks belongs to the configured suite, and (Meta-World, the only suite `adapt`
+    runs) every name in env.novel_tasks is a Meta-World task: a typo in the novel tasks is refused at
+    pretrain, not stored in the checkpoint to fail at adapt."""
+    from muse_jax.envs import suite
     from muse_jax.envs.metaworld import check_task, configure_gl
 
     if cfg.env.image:
         configure_gl(cfg.env.render_backend)  # before check_task imports mujoco
-    for key in ("tasks", "novel_tasks"):
-        for name in getattr(cfg.env, key):
-            try:
-                check_task(name)
-            except ValueError as e:
-                raise UsageError(f"config key 'env.{key}': {e}") from None
+    try:
+        suite.check_tasks(cfg.env.suite, cfg.env.tasks)
+    except ValueError as e:
+        raise UsageError(f"config key 'env.tasks': {e}") from None
+    if cfg.env.suite != "metaworld":
+        return
+    for name in cfg.env.novel_tasks:
+        try:
+            check_task(name)
+        except ValueError as e:
+            raise UsageError(f"config key 'env.novel_tasks': {e}") from None
 
 
 def _one_line(e: BaseException) -> str:

@@ -113,8 +113,12 @@ def test_pretrain_on_suite_with_resume(tmp_path, capsys, suite, task, proprio, f
     assert [r["env_steps"] for r in rows] == [100, 200, 300]  # resumed, no row twice
     trained = [r for r in rows if r["train_steps"] > 0]
     assert trained and all(math.isfinite(r["loss/model"]) and math.isfinite(r["loss/actor"]) for r in trained)
-    assert rows[-1]["train_steps"] == int(300 * 32 / (4 * 8))  # smoke: train ratio 32, batch 4 x seq 8
     repeat = 2 if suite == "dmc" else 1
+    # DreamerV3's start (loops/train_driver.TrainRatio): the first train step comes once replay can sample a
+    # batch, i.e. when both envs' first episodes (frames / repeat steps plus the reset step each) are in it;
+    # from there one step per env step (smoke: train ratio 32, batch 4 x seq 8), nothing owed before it
+    first = 2 * (frames // repeat + 1)
+    assert rows[-1]["train_steps"] == 1 + (300 - first) * 32 // (4 * 8)
     scored = [r for r in rows if r.get("episodes_finished")]
     # an episode of frames / repeat actions is stored as that many steps plus its first observation
     assert scored and all(r["episode_length"] == pytest.approx(frames / repeat + 1) for r in scored)
