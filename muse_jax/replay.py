@@ -26,6 +26,14 @@ Design choices (documented because DreamerV3 implementations differ):
   random-init model that collected the prefill. Episodes added with `write_back=False` keep their
   latents (adaptation shares the retained pre-training episodes between tasks as read-only views).
   Without stored latents (or `context=False`) every chunk's first step is marked `is_first`.
+- Online queue (dreamerv3 `replay.online: True`, `embodied/core/replay.py` `add`/`_sample`), optional
+  (`online=True`): every stored episode's non-overlapping chunks (offsets 0, T, 2T, ...) are queued as
+  it is added, and `sample` fills a batch from that queue first, uniformly only for the rows left, so
+  every fresh chunk is trained on right after it arrives. Departures, stated: the official queues a
+  chunk as soon as its steps are collected, across episode boundaries; here a chunk is queued when its
+  episode ends (the competence labels need the outcome), within that episode. The queue is not part of
+  `state_dict`: after a resume, sampling is uniform until the next episode is added (the official does
+  not save it either). Chunks of evicted episodes are skipped.
 """
 
 from __future__ import annotations
@@ -82,10 +90,14 @@ def unpack_episodes(flat: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray
 class Replay:
     """Bounded FIFO of episodes with uniform chunk sampling."""
 
-    def __init__(self, capacity: int, seq_len: int, seed: int = 0, context: bool = True) -> None:
+    def __init__(self, capacity: int, seq_len: int, seed: int = 0, context: bool = True,
+                 online: bool = False) -> None:
         if capacity < seq_len:
             raise ValueError(f"replay capacity={capacity} must be >= seq_len={seq_len} (replay.capacity).")
         self.capacity, self.seq_len, self.context = int(capacity), int(seq_len), bool(context)
+        self.online = bool(online)
+        self._queue: deque[tuple[dict[str, np.ndarray], int]] = deque()
+        """(episode, offset) of fresh chunks not yet sampled, oldest first (online mode only)."""
         self._episodes: deque[dict[str, np.ndarray]] = deque()
         self._steps = 0
         self._rng = np.random.default_rng(seed)
@@ -135,6 +147,8 @@ class Replay:
         self._episodes.append(ep)
         self._steps += length
         self.episodes_added += 1
+        if self.online:
+            self._queue.extend((ep, o) for o in range(0, length - self.seq_len + 1, self.seq_len))
         while self._steps > self.capacity:
             old = self._episodes.popleft()
             self._read_only.discard(id(old))
@@ -145,18 +159,21 @@ class Replay:
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         """B chunks of T consecutive steps from within single episodes, as [B, T, ...] arrays, plus
-        `start_deter` [B, D] / `start_stoch` [B, S] (class indices) when replay context applies."""
+        `start_deter` [B, D] / `start_stoch` [B, S] (class indices) when replay context applies.
+        Online mode: queued fresh chunks fill the first rows (see the module docstring)."""
         T = self.seq_len
         eps = list(self._episodes)
         starts = np.array([max(len(ep["reward"]) - T + 1, 0) for ep in eps])
         total = int(starts.sum())
         if total == 0:
             raise ValueError(f"no stored episode has >= seq_len={T} steps yet; collect more before sampling.")
-        flat = self._rng.integers(0, total, size=batch_size)
+        fresh = self._pop_fresh(batch_size)
+        flat = self._rng.integers(0, total, size=batch_size - len(fresh))
         bounds = np.cumsum(starts)
         idx = np.searchsorted(bounds, flat, side="right")
-        offs = flat - (bounds[idx] - starts[idx])
-        chosen = [eps[i] for i in idx]
+        offs_uniform = flat - (bounds[idx] - starts[idx])
+        chosen = [ep for ep, _ in fresh] + [eps[i] for i in idx]
+        offs = np.array([o for _, o in fresh] + [int(o) for o in offs_uniform], np.int64)
         self.last_positions = [(ep, int(o)) for ep, o in zip(chosen, offs, strict=True)]
         keys = [k for k in chosen[0] if k not in LATENT_KEYS]
         out = {k: np.stack([ep[k][o : o + T] for ep, o in zip(chosen, offs, strict=True)]) for k in keys}
@@ -171,6 +188,16 @@ class Replay:
             out["is_first"][at_start, 0] = True
         else:
             out["is_first"][:, 0] = True  # no stored latent: a chunk's first step starts the model state afresh
+        return out
+
+    def _pop_fresh(self, n: int) -> list[tuple[dict[str, np.ndarray], int]]:
+        """Up to n queued fresh chunks of episodes still stored, oldest first."""
+        live = {id(ep) for ep in self._episodes} if self._queue else set()
+        out: list[tuple[dict[str, np.ndarray], int]] = []
+        while self._queue and len(out) < n:
+            ep, o = self._queue.popleft()
+            if id(ep) in live:
+                out.append((ep, o))
         return out
 
     def write_back(self, positions: Sequence[tuple[dict[str, np.ndarray], int]], deter_BxTxD: np.ndarray,
@@ -207,4 +234,5 @@ class Replay:
         self._steps = 0
         for ep in episodes:
             self.add_episode(ep)
+        self._queue.clear()  # restored episodes are not fresh
         self.episodes_added = int(np.asarray(state["meta"])[2]) if "meta" in state else len(episodes)

@@ -32,6 +32,11 @@ CONFIG_KEYS_FREE_ON_RESUME = (
 """Settings a resumed run may change (extend training; lower a learning rate after a NaN stop, as the
 NaN message advises); every other key must match the saved run."""
 
+KEYS_ADDED_WITH_OLD_BEHAVIOUR: dict[str, Any] = {"replay.online": False}
+"""Settings added after runs were saved, with the value that reproduces what the code did before they
+existed: a saved config that lacks one of them counts as holding this value on resume (a key added with a
+new behaviour as its default is not listed, so an older run is refused rather than resumed differently)."""
+
 
 def named_configs() -> list[str]:
     """Names `--config` accepts besides a path: `smoke`, `quickstart`, `paper`, ..."""
@@ -146,4 +151,15 @@ def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: st
 
 def resume_conflicts(saved: Mapping[str, Any], current: Config) -> list[str]:
     """Keys where `current` differs from a saved run's config (`Config.to_dict()`) and may not on resume."""
+    saved = _with_old_behaviour(saved)
     return [k for k in config_diff(saved, current.to_dict()) if k not in CONFIG_KEYS_FREE_ON_RESUME]
+
+
+def _with_old_behaviour(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """`saved` with every key of KEYS_ADDED_WITH_OLD_BEHAVIOUR it lacks set to that old behaviour."""
+    out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in saved.items()}
+    for dotted, value in KEYS_ADDED_WITH_OLD_BEHAVIOUR.items():
+        section, key = dotted.split(".")
+        if isinstance(out.get(section), dict):
+            out[section].setdefault(key, value)
+    return out

@@ -280,6 +280,12 @@ class ReplayConfig:
     context: bool = True
     """Start each chunk from the stored posterior latent of the step before it instead of zeros
     (dreamerv3 `replay_context: 1`); needs episodes stored with `deter`/`stoch` (the collector does)."""
+    online: bool = False
+    """Fill each pre-training batch first with the fresh chunks of newly finished episodes, each trained on
+    once right after it arrives, then uniformly (dreamerv3 `replay.online: True`; `replay.py` states the
+    departures: chunks are queued when their episode ends, within it). Off by default here: the figures
+    in the README were measured with uniform sampling. Adaptation always samples uniformly (its task
+    replays start with the retained pre-training episodes, which are not fresh)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -143,7 +143,8 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
     echo(f"replay needs {replay_megabytes(cfg):.1f} MB for {cfg.replay.capacity} steps")
     learner = A.create_learner(cfg, spec, seed)
     graphdef, state = learner.graphdef, learner.state
-    replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, parallel.process_seed(seed), context=cfg.replay.context)
+    replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, parallel.process_seed(seed), context=cfg.replay.context,
+                    online=cfg.replay.online)
     counters = {"env_steps": 0, "train_steps": 0, "episodes": 0}
     if resuming:
         state, replay_state, meta = ckpt.restore(state_template=state)

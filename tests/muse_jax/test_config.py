@@ -122,3 +122,17 @@ def test_named_configs_ship_inside_the_package_and_configs_wm_links_there():
     assert CONFIG_DIR.is_relative_to(Path(muse_jax.__file__).parent)
     repo_link = Path(__file__).resolve().parents[2] / "configs" / "wm"
     assert repo_link.resolve() == CONFIG_DIR.resolve()
+
+
+def test_resume_reads_a_key_added_later_as_the_old_behaviour_and_refuses_a_real_change():
+    """A run saved before `replay.online` existed resumes with it off (what the code did then), but not on."""
+    from muse_jax.config.load import KEYS_ADDED_WITH_OLD_BEHAVIOUR, resume_conflicts
+
+    cfg = load_config("smoke")
+    saved = cfg.to_dict()
+    del saved["replay"]["online"]
+    assert KEYS_ADDED_WITH_OLD_BEHAVIOUR["replay.online"] is False
+    assert resume_conflicts(saved, cfg) == []
+    assert resume_conflicts(saved, cfg.replace({"replay.online": True})) == ["replay.online"]
+    del saved["behavior"]["actent"]  # a key that is not listed is still a conflict
+    assert "behavior.actent" in resume_conflicts(saved, cfg)

@@ -151,3 +151,37 @@ def test_write_back_skips_read_only_and_evicted_episodes():
     replay.add_episode(_with_latents(8, 3.0))
     replay.add_episode(_with_latents(8, 4.0))  # capacity 16: the sampled episode is gone
     assert replay.write_back(positions, np.ones((2, 4, 4)), np.ones((2, 4, 3))) == 0
+
+
+def test_online_queue_trains_every_fresh_chunk_once_first():
+    """dreamerv3 `replay.online`: each new episode's non-overlapping chunks fill the next batches first,
+    in arrival order, each exactly once; rows left over are uniform."""
+    replay = Replay(1000, 4, seed=0, online=True)
+    replay.add_episode(_with_latents(10, 1.0))  # chunks at 0 and 4 (8..9 is too short for a chunk)
+    replay.add_episode(_with_latents(8, 2.0))  # chunks at 0 and 4
+    first = replay._episodes[0]
+    second = replay._episodes[1]
+    replay.sample(3)
+    got = [(ep is first, ep is second, o) for ep, o in replay.last_positions]
+    assert got == [(True, False, 0), (True, False, 4), (False, True, 0)]
+    batch = replay.sample(5)
+    assert replay.last_positions[0][0] is second and replay.last_positions[0][1] == 4
+    assert batch["reward"].shape == (5, 4)
+    replay.sample(2)  # queue empty: uniform rows only, never an error
+    off = Replay(1000, 4, seed=0)  # default: no queue, uniform from the first row
+    off.add_episode(_with_latents(10, 1.0))
+    off.add_episode(_with_latents(8, 2.0))
+    rows = {(id(ep), o) for _ in range(20) for ep, o in (off.sample(3) and off.last_positions)}
+    assert len(rows) > 4  # starts drawn over every valid offset, not only the chunk grid
+
+
+def test_online_queue_skips_evicted_episodes_and_is_not_restored():
+    replay = Replay(16, 4, seed=0, online=True)
+    for tag in (1.0, 2.0, 3.0):  # capacity 16: the first episode is evicted before it is sampled
+        replay.add_episode(_with_latents(8, tag))
+    batch = replay.sample(4)
+    assert [(float(ep["reward"][0]), o) for ep, o in replay.last_positions] == [(2.0, 0), (2.0, 4), (3.0, 0), (3.0, 4)]
+    assert (batch["reward"][:, 0] != 1.0).all()
+    restored = Replay(16, 4, seed=0, online=True)
+    restored.load_state_dict(replay.state_dict())
+    assert not restored._queue
