@@ -279,6 +279,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if int(budget[key]) < 1:
             raise SystemExit(f"budget {key}={budget[key]} must be >= 1.")
     seeds = args.seeds if args.seeds is not None else list(budget["seeds"])
+    # absolute: the official process runs inside its seed folder, where a relative logdir would nest
+    args.runs_dir, args.out_dir = args.runs_dir.resolve(), args.out_dir.resolve()
     out = args.out_dir / f"{args.suite}_{args.task}.jsonl"
     results = [run_seed(args, budget, seed, out) for seed in seeds]
     finals = {}
