@@ -156,7 +156,10 @@ def test_stderr_is_given_back_after_a_save_that_failed_for_another_reason(capfd:
 def test_ctrl_c_during_a_checkpoint_write_exits_130_with_a_message(tmp_path: Path) -> None:
     logdir = tmp_path / "run"
     ckdir = logdir / "checkpoints"
-    cmd = [str(BIN / "muse-wm"), "pretrain", "--config", "smoke", *wm_set(), "--logdir", str(logdir)]
+    # many checkpoint writes (every 50 env steps), so that a loaded machine's slow polling still sees one
+    # in flight; the run is interrupted at the first one seen, so the long budget is never spent
+    cmd = [str(BIN / "muse-wm"), "pretrain", "--config", "smoke", *wm_set("train.env_steps=5000"),
+           "--logdir", str(logdir)]
     err_path = tmp_path / "err.log"
     with open(err_path, "w") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=err,
