@@ -168,9 +168,12 @@ def build_spec(settings: Mapping[str, Any] | None = None, flags: Mapping[str, An
                defaults: Mapping[str, Any] | None = None) -> RunSpec:
     """The checked `RunSpec` of a settings file's mapping (`RUN_KEYS`) and the command-line `flags` (same
     names; None = not given), over the command's `defaults`: a flag wins over the file, the file over the
-    defaults; options merge key by key in that order. The model defaults to `MUSE_LLM_MODEL`, else the
-    backends' default, read now. Nothing starts: no env, no model."""
+    defaults (a split given drops the defaults' task list); options merge key by key in that order. The
+    model defaults to `MUSE_LLM_MODEL`, else the backends' default, read now. Nothing starts: no env, no
+    model."""
     settings, flags, defaults = dict(settings or {}), dict(flags or {}), dict(defaults or {})
+    if any(source.get("split") is not None for source in (flags, settings)):
+        defaults.pop("tasks", None)  # a split given picks the tasks, not the command's default task list
 
     def get(key: str) -> Any:
         for source in (flags, settings, defaults):

@@ -112,3 +112,9 @@ def test_compare_names_a_garbage_run_json_in_one_line(junk, tmp_path, capsys):
     (out / "reflexion" / "run.json").write_bytes(junk)
     line = _error(capsys, ["compare", "--agents", "react,reflexion", "--out", str(out), "--report-only"], "compare")
     assert str(Path(out / "reflexion" / "run.json")) in line and "delete it" in line, line
+
+
+def test_a_split_given_replaces_the_commands_default_tasks():
+    assert run_spec.build_spec({}, {"env": "alfworld", "agent": "refrea"}, sweep.SWEEP_DEFAULTS).tasks == ("8-2", "9-3")
+    spec = run_spec.build_spec({}, {"env": "alfworld", "split": "s", "agent": "refrea"}, sweep.SWEEP_DEFAULTS)
+    assert (spec.split, spec.tasks) == ("s", None)
