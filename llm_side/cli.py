@@ -5,7 +5,8 @@
     muse-llm report runs/x runs/y
 
 Env and agent names come from llm_side/registry.py; a `package.module:factory` path works too (for
-plugins and tests). `tasks` and `report` never import torch. Errors print one line (exit 2);
+plugins and tests). A run is a RunSpec built and run by llm_side/run_spec.py, as every other command that
+runs agents builds and runs its own. `tasks` and `report` never import torch. Errors print one line (exit 2);
 MUSE_LLM_DEBUG=1 shows the traceback instead.
 """
 
@@ -18,7 +19,17 @@ from collections.abc import Sequence
 
 from llm_side import registry
 from llm_side.run_settings import add_task_flags, load_settings
-from llm_side.run_spec import RUN_KEYS, RunSpec, UsageError, build_spec, execute, make_env, parse_options, run_command
+from llm_side.run_spec import (
+    RUN_KEYS,
+    RunSpec,
+    UsageError,
+    build_spec,
+    execute,
+    make_env,
+    outcome_line,
+    parse_options,
+    run_command,
+)
 from muse_common.settings import describe
 
 
@@ -53,8 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run needs --out DIR (the run folder)")
     spec = run_spec_of(args)
     summary = execute(spec, args.out, progress=not args.no_progress)
-    print(f"{spec.env}/{spec.agent}: {summary['successes']}/{summary['episodes']} episodes succeeded "
-          f"({summary['success_rate']:.1%}); records in {args.out}")
+    print(outcome_line(spec, summary, args.out))
     return 0
 
 

@@ -37,7 +37,16 @@ from typing import Any
 from llm_side import registry
 from llm_side.harness.summary import TIME_PENALTY
 from llm_side.run_settings import add_task_flags, load_settings
-from llm_side.run_spec import RunSpec, UsageError, build_spec, execute, parse_options, read_run_file, run_command
+from llm_side.run_spec import (
+    RunSpec,
+    UsageError,
+    build_spec,
+    execute,
+    outcome_line,
+    parse_options,
+    read_run_file,
+    run_command,
+)
 from muse_common import metrics
 
 AGENTS = ("react", "reflexion", "muse")
@@ -254,7 +263,8 @@ def _compare(a: argparse.Namespace) -> int:
     if not a.report_only:
         specs = agent_specs(cfg)  # every agent's options are checked before the first one runs
         for agent, spec in specs.items():
-            execute(spec, a.out / agent, progress=not a.no_progress)
+            summary = execute(spec, a.out / agent, progress=not a.no_progress)
+            print(outcome_line(spec, summary, a.out / agent))
     runs = {agent: _load(a.out / agent) for agent in cfg["agents"]}
     print(tables(runs, int(cfg["adapt_episodes"]), int(cfg["test_episodes"])), end="")
     return 0

@@ -321,6 +321,12 @@ def execute(spec: RunSpec, out: str | Path, *, progress: bool = True, env: Any =
             env.close()
 
 
+def outcome_line(spec: RunSpec, summary: Mapping[str, Any], out: str | Path) -> str:
+    """The line a finished run prints: successes of episodes, and where the records are."""
+    return (f"{spec.env}/{spec.agent}: {summary['successes']}/{summary['episodes']} episodes succeeded "
+            f"({summary['success_rate']:.1%}); records in {out}")
+
+
 def run_command(command: str, body: Callable[[], int]) -> int:
     """`body()`'s exit status, with bad input and run failures as one stderr line `muse-llm COMMAND:
     error: ...` (exit 2; MUSE_LLM_DEBUG=1 shows the traceback instead), Ctrl-C as a line saying how to

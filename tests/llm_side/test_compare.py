@@ -52,6 +52,7 @@ def test_compare_runs_identical_episodes_and_prints_tables_3_and_4(tmp_path, cap
     assert "| memory-a | 0% (0/3) | 100% (3/3) |" in text
     assert "| memory-b | n/a: no episode succeeded | 1.0 |" in text
     assert "Same test episodes for every agent: 3 tasks of env fake, model smollm2, max steps 3" in text
+    assert "fake/memory-b: 3/6 episodes succeeded" in text.split("Same test episodes")[0]  # as `run` says it
     assert main(["compare", "--env", "fake", "--agents", "memory-a,memory-b", "--adapt-episodes", "1",
                  "--test-episodes", "1", "--out", str(out), "--report-only"]) == 0
     assert capsys.readouterr().out == text[text.index("Same test episodes"):]
