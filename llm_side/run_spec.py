@@ -16,6 +16,7 @@ import json
 import os
 import random
 import sys
+import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,10 @@ class RunSpec:
     seed: int = 0
     env_options: Any = None
     agent_options: Any = None
+
+    def __post_init__(self) -> None:  # the options as given are read-only too
+        object.__setattr__(self, "env_opt", types.MappingProxyType(dict(self.env_opt)))
+        object.__setattr__(self, "agent_opt", types.MappingProxyType(dict(self.agent_opt)))
 
     def settings(self, task_ids: Sequence[str]) -> dict[str, Any]:
         """The run.json of this spec once its tasks are chosen (a resume is refused when any differs)."""

@@ -100,6 +100,8 @@ def test_settings_file_and_flags_merge_into_one_spec(tmp_path):
     assert spec.agent_options.max_reflections == 2 and spec.agent_options.reflect_on_success is False
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.seed = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        spec.agent_opt["max_reflections"] = 9  # type: ignore[index]
     assert list(spec.settings(["a", "b"])) == list(run_spec.RUN_JSON_KEYS)  # run.json's keys
 
 
