@@ -120,7 +120,7 @@ SWEEP_DEFAULTS = {"env": "scienceworld", "agent": "refrea", "tasks": "8-2,9-3"} 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="muse-llm sweep-tau", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="YAML of run settings (as `muse-llm run --config`; agent: refrea)")
-    add_task_flags(p, env_help="default scienceworld")
+    add_task_flags(p, env_help="default scienceworld, with --tasks 8-2,9-3 (the paper's) unless --tasks or --split")
     p.add_argument("--taus", default=",".join(f"{t:g}" for t in PAPER_TAUS))
     p.add_argument("--episodes", type=int, help="episodes per task; default 1")
     p.add_argument("--out", required=True)
