@@ -4,9 +4,10 @@ same test episodes.
     muse-llm compare --config configs/llm/alfworld-compare.yaml --out runs/compare [--limit 5]
 
 Every agent runs the same tasks, the same episode count (`adapt_episodes + test_episodes`, 5 + 5 in the
-paper), the same per-episode seeds, step limit and model, each into OUT/<agent>/ with `muse-llm run`
-(so each resumes). The tables are computed from those folders, and refused if the folders do not hold
-identical (task, episode, seed) sets and settings.
+paper), the same per-episode seeds, step limit and model, each into OUT/<agent>/ as `muse-llm run`
+would run it (one RunSpec per agent, built and run by run_spec; each resumes, and an option an agent
+does not have is refused before any agent starts). The tables are computed from those folders, and
+refused if the folders do not hold identical (task, episode, seed) sets and settings.
 
 Columns, as in Tables 3-4:
   - "Additional adaptation": the test episodes after the first `adapt_episodes` of each task;
@@ -33,8 +34,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_side import registry
 from llm_side.harness.summary import TIME_PENALTY
-from llm_side.run_settings import SettingsError, add_task_flags, load_settings
+from llm_side.run_settings import add_task_flags, load_settings
+from llm_side.run_spec import (
+    RunSpec,
+    UsageError,
+    build_spec,
+    execute,
+    outcome_line,
+    parse_options,
+    read_run_file,
+    run_command,
+)
 from muse_common import metrics
 
 AGENTS = ("react", "reflexion", "muse")
@@ -71,40 +83,38 @@ def muse_parts(records: list[dict[str, Any]]) -> str:
             f"M_sa {', '.join(msa)}")
 
 
-class CompareError(ValueError):
+class CompareError(UsageError):
     """Bad input or runs that are not like for like: one line on stderr, exit 2."""
 
 
-def run_argv(agent: str, cfg: dict[str, Any], out: Path, progress: bool) -> list[str]:
-    """The `muse-llm run` command line of one agent: identical settings for every agent; MUSE also gets
-    `adapt_episodes` (its M_sa refit point), every agent its own `agent_opt[agent]`."""
-    argv = ["run", "--env", str(cfg["env"]), "--agent", agent, "--out", str(out / agent),
-            "--episodes", str(int(cfg["adapt_episodes"]) + int(cfg["test_episodes"])), "--seed", str(cfg["seed"])]
-    for key, flag in (("split", "--split"), ("tasks", "--tasks"), ("limit", "--limit"), ("max_steps", "--max-steps"),
-                      ("model", "--model")):
-        if cfg.get(key) is not None:
-            argv += [flag, str(cfg[key])]
-    for k, v in (cfg.get("env_opt") or {}).items():
-        argv += ["--env-opt", f"{k}={v}"]
-    opts = dict((cfg.get("agent_opt") or {}).get(agent) or {})
-    if agent == "muse":
-        opts.setdefault("adapt_episodes", int(cfg["adapt_episodes"]))
-    for k, v in opts.items():
-        argv += ["--agent-opt", f"{k}={v}"]
-    if not progress:
-        argv.append("--no-progress")
-    return argv
+RUN_SETTINGS = ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "env_opt")
+"""The compare settings every agent's run shares."""
+
+
+def agent_specs(cfg: dict[str, Any]) -> dict[str, RunSpec]:
+    """One RunSpec per compared agent, all checked before any runs: identical settings for every agent
+    (`adapt_episodes + test_episodes` episodes); MUSE also gets `adapt_episodes` (its M_sa refit point),
+    every agent its own `agent_opt[agent]`."""
+    episodes = int(cfg["adapt_episodes"]) + int(cfg["test_episodes"])
+    specs = {}
+    for agent in cfg["agents"]:
+        opts = dict(cfg["agent_opt"].get(agent) or {})
+        if agent == "muse":
+            opts.setdefault("adapt_episodes", int(cfg["adapt_episodes"]))
+        shared = {k: cfg.get(k) for k in RUN_SETTINGS}
+        specs[agent] = build_spec({**shared, "agent": agent, "episodes": episodes, "agent_opt": opts})
+    return specs
 
 
 def _load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    import json
-
     from llm_side.harness.records import load_records
 
     run_file = folder / "run.json"
     if not run_file.is_file():
         raise CompareError(f"{folder} holds no run (no run.json); run `muse-llm compare` without --report-only first")
-    return json.loads(run_file.read_text()), load_records(folder)
+    info = read_run_file(run_file, "delete it and rerun `muse-llm compare` without --report-only to resume that "
+                                   "agent's run with the settings given, or pass a different --out folder")
+    return info, load_records(folder)
 
 
 def check_like_for_like(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
@@ -186,7 +196,7 @@ def tables(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], adapt: 
     return "\n".join(out) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="muse-llm compare", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="YAML of compare settings (configs/llm/alfworld-compare.yaml)")
     p.add_argument("--out", required=True, type=Path, help="folder; each agent runs into OUT/<agent>/")
@@ -194,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_task_flags(p, env_help="default alfworld")
     p.add_argument("--adapt-episodes", type=int, help="adaptation episodes per task (paper: 5)")
     p.add_argument("--test-episodes", type=int, help="test episodes per task (paper: 5)")
+    p.add_argument("--env-opt", action="append", default=[], metavar="K=V", help="env option (repeatable)")
     p.add_argument("--agent-opt", action="append", default=[], metavar="AGENT:K=V",
                    help="option for one agent, e.g. muse:msa=runs/pipe/msa (repeatable)")
     p.add_argument("--trained", metavar="PIPELINE_OUT",
@@ -201,43 +212,61 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "PIPELINE_OUT` trained (Algorithm 3); ReAct and Reflexion keep --model")
     p.add_argument("--report-only", action="store_true", help="only print the tables of existing runs")
     p.add_argument("--no-progress", action="store_true")
-    a = p.parse_args(argv)
-    try:
-        cfg = {"env": "alfworld", "seed": 0, "adapt_episodes": 5, "test_episodes": 5, "agents": list(AGENTS),
-               **load_settings(a.config, KEYS, "compare settings")}
-        for key in ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes"):
-            if getattr(a, key) is not None:
-                cfg[key] = getattr(a, key)
-        if a.agents:
-            cfg["agents"] = [x.strip() for x in a.agents.split(",") if x.strip()]
-        if isinstance(cfg["agents"], str):
-            cfg["agents"] = [x.strip() for x in cfg["agents"].split(",") if x.strip()]
-        if int(cfg["adapt_episodes"]) < 0 or int(cfg["test_episodes"]) < 1:
-            raise CompareError("adapt_episodes must be >= 0 and test_episodes >= 1")
-        agent_opt = {k: dict(v or {}) for k, v in (cfg.get("agent_opt") or {}).items()}
-        for item in a.agent_opt:
-            agent, sep, kv = item.partition(":")
-            if not sep or "=" not in kv:
-                raise CompareError(f"--agent-opt expects AGENT:KEY=VALUE (e.g. muse:msa=DIR), got '{item}'")
-            k, v = kv.split("=", 1)
-            agent_opt.setdefault(agent.strip(), {})[k.strip()] = v.strip()
-        if a.trained:
-            cfg["trained"] = a.trained
-        if cfg.get("trained"):
-            agent_opt["muse"] = {**trained_options(cfg["trained"]), **agent_opt.get("muse", {})}
-        cfg["agent_opt"] = agent_opt
-        if not a.report_only:
-            from llm_side import cli
+    return p
 
-            for agent in cfg["agents"]:
-                rc = cli.main(run_argv(agent, cfg, a.out, not a.no_progress))
-                if rc:
-                    return rc
-        runs = {agent: _load(a.out / agent) for agent in cfg["agents"]}
-        print(tables(runs, int(cfg["adapt_episodes"]), int(cfg["test_episodes"])), end="")
-    except (CompareError, SettingsError, FileNotFoundError) as exc:
-        print(f"muse-llm compare: error: {exc}", file=sys.stderr)
-        return 2
+
+def settings_of(a: argparse.Namespace) -> dict[str, Any]:
+    """The compare settings: the flags over `--config` over the paper's defaults."""
+    cfg = {"env": "alfworld", "seed": 0, "adapt_episodes": 5, "test_episodes": 5, "agents": list(AGENTS),
+           **load_settings(a.config, KEYS, "compare settings")}
+    for key in ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes"):
+        if getattr(a, key) is not None:
+            cfg[key] = getattr(a, key)
+    agents = a.agents or cfg["agents"]
+    cfg["agents"] = [x.strip() for x in agents.split(",") if x.strip()] if isinstance(agents, str) else list(agents)
+    for key in ("adapt_episodes", "test_episodes"):
+        if isinstance(cfg[key], bool) or not isinstance(cfg[key], int):
+            raise CompareError(f"'{key}' must be an integer, got {cfg[key]!r}")
+    if cfg["adapt_episodes"] < 0 or cfg["test_episodes"] < 1:
+        raise CompareError("adapt_episodes must be >= 0 and test_episodes >= 1")
+    cfg["env_opt"] = {**(cfg.get("env_opt") or {}), **parse_options(a.env_opt, "--env-opt")}
+    agent_opt = {}
+    for agent, opts in (cfg.get("agent_opt") or {}).items():
+        if not isinstance(opts or {}, dict):
+            raise CompareError("agent_opt: give each agent's options as a mapping (agent_opt: {muse: {msa: DIR}}); "
+                               f"'{agent}' holds {opts!r}")
+        agent_opt[agent] = dict(opts or {})
+    for item in a.agent_opt:
+        agent, sep, kv = item.partition(":")
+        if not sep or "=" not in kv:
+            raise CompareError(f"--agent-opt expects AGENT:KEY=VALUE (e.g. muse:msa=DIR), got '{item}'")
+        agent_opt.setdefault(agent.strip(), {}).update(parse_options([kv.strip()], "--agent-opt"))
+    stray = sorted(set(agent_opt) - set(cfg["agents"]) - set(registry.AGENTS))
+    if stray:
+        raise CompareError(f"agent_opt names agent(s) {stray} that are not compared; "
+                           f"agents: {', '.join(cfg['agents'])}")
+    if a.trained:
+        cfg["trained"] = a.trained
+    if cfg.get("trained"):
+        agent_opt["muse"] = {**trained_options(cfg["trained"]), **agent_opt.get("muse", {})}
+    cfg["agent_opt"] = agent_opt
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    return run_command("compare", lambda: _compare(a))
+
+
+def _compare(a: argparse.Namespace) -> int:
+    cfg = settings_of(a)
+    if not a.report_only:
+        specs = agent_specs(cfg)  # every agent's options are checked before the first one runs
+        for agent, spec in specs.items():
+            summary = execute(spec, a.out / agent, progress=not a.no_progress)
+            print(outcome_line(spec, summary, a.out / agent))
+    runs = {agent: _load(a.out / agent) for agent in cfg["agents"]}
+    print(tables(runs, int(cfg["adapt_episodes"]), int(cfg["test_episodes"])), end="")
     return 0
 
 

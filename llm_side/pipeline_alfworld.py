@@ -12,19 +12,24 @@ Stages (each resumable, each writing atomically under OUT/):
 A finished stage is skipped on rerun (collect/deploy resume inside the runner; trained models are
 written to a temp folder and renamed, their metrics file marking them done).
 Deployment metrics over the test episodes only go to OUT/<deploy dir>/paper_metrics.json.
+Collect and deploy are runs as `muse-llm run` makes them (a RunSpec built and run by run_spec: the same
+option checks, a run.json in the stage's folder that a resume must match). `--agent-opt` keys are MUSE's
+(a superset of Reflexion's): collect gives Reflexion the ones it declares, train-sa reads `embedder`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
+from llm_side import registry
+from llm_side.backends import default_model
+from llm_side.run_spec import RunSpec, build_spec, execute, make_agent, make_env, parse_options, run_command
 from muse_common import metrics
 from muse_common.files import atomic_write_json, read_jsonl
+from muse_common.settings import fields_of
 
 STAGES = ("collect", "train-sa", "sft", "dpo", "deploy", "deploy-noadapt")
 
@@ -34,7 +39,7 @@ class PipelineConfig:
     """Settings of one Algorithm 3 run. Paper values: 50 steps, 5 adaptation + 5 test episodes."""
 
     out: Path
-    model: str = "qwen0.5b"
+    model: str = dataclasses.field(default_factory=default_model)
     base: str | None = None  # transformers folder to fine-tune; default: the model's unpacked cache
     train_split: str = "eval_in_distribution"
     deploy_split: str = "eval_out_of_distribution"
@@ -55,34 +60,38 @@ class PipelineConfig:
     agent_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     progress: bool = True
 
+    def spec(self, agent: str, split: str, episodes: int, **extra: Any) -> RunSpec:
+        """The checked RunSpec of one stage's run: `agent` on ALFWorld's `split` with this config's model,
+        limit, step limit, seed and env options, and the `--agent-opt` keys the agent declares, plus `extra`."""
+        declared = fields_of(registry.agent_options(agent))
+        opts = {k: v for k, v in self.agent_options.items() if k in declared}
+        return build_spec({"env": "alfworld", "agent": agent, "model": self.model, "split": split,
+                           "limit": self.limit, "episodes": episodes, "max_steps": self.max_steps, "seed": self.seed,
+                           "env_opt": self.env_options, "agent_opt": {**opts, **extra}})
+
+    def check(self, stage: str) -> None:
+        """Refuse bad options and settings before any stage starts: against Reflexion's options when
+        only collect runs, else MUSE's (every key some stage reads)."""
+        agent = "reflexion" if stage == "collect" else "muse"
+        build_spec({"env": "alfworld", "agent": agent, "model": self.model, "limit": self.limit,
+                    "max_steps": self.max_steps, "seed": self.seed, "env_opt": self.env_options,
+                    "agent_opt": self.agent_options})
+
 
 def _records(folder: Path) -> list[dict[str, Any]]:
     return list(read_jsonl(folder / "episodes.jsonl"))
 
 
-def _tasks(env: Any, split: str, limit: int | None) -> list[str]:
-    ids = env.task_ids(split)
-    return ids[:limit] if limit else ids
-
-
 def _env(cfg: PipelineConfig) -> Any:
-    from llm_side.envs.alfworld import make_env
-
-    return make_env(**cfg.env_options)
+    return make_env("alfworld", cfg.env_options)
 
 
 def stage_collect(cfg: PipelineConfig, llm: Any | None = None) -> dict[str, Any]:
     """Reflexion on the in-distribution tasks, `collect_episodes` each (Algorithm 3, PretrainModels)."""
-    from llm_side.agents.reflexion import make_agent
-    from llm_side.backends import load_llm
-    from llm_side.harness.runner import run_eval
-
+    spec = cfg.spec("reflexion", cfg.train_split, cfg.collect_episodes)
     env = _env(cfg)
     try:
-        agent = make_agent("alfworld", llm or load_llm(cfg.model), cfg.agent_options)
-        return run_eval(env, agent, env_name="alfworld", agent_name="reflexion",
-                        task_ids=_tasks(env, cfg.train_split, cfg.limit), episodes=cfg.collect_episodes,
-                        max_steps=cfg.max_steps, out_dir=cfg.out / "collect", seed=cfg.seed, progress=cfg.progress)
+        return execute(spec, cfg.out / "collect", env=env, llm=llm, progress=cfg.progress)
     finally:
         env.close()
 
@@ -161,9 +170,6 @@ def stage_dpo(cfg: PipelineConfig) -> dict[str, Any]:
 def stage_deploy(cfg: PipelineConfig, *, adapt: bool, llm: Any | None = None,
                  reflection_llm: Any | None = None) -> dict[str, Any]:
     """MUSE on the novel tasks; episodes [0, adapt) adapt M_sa, the next `test_episodes` are scored."""
-    from llm_side.agents.muse import make_agent
-    from llm_side.backends import LazyLLM
-    from llm_side.harness.runner import run_eval
     from llm_side.training import sft
 
     msa = cfg.out / "msa"
@@ -171,21 +177,20 @@ def stage_deploy(cfg: PipelineConfig, *, adapt: bool, llm: Any | None = None,
         raise FileNotFoundError(f"no trained M_sa in {msa}; run `--stage train-sa` first.")
     actor_dir = cfg.out / "actor_sft" / sft.MERGED_DIR
     rx_dir = cfg.out / "reflection_dpo" / sft.MERGED_DIR
-    options = dict(cfg.agent_options, msa=str(msa), adapt_episodes=cfg.adapt_episodes if adapt else 0)
+    options: dict[str, Any] = {"msa": str(msa), "adapt_episodes": cfg.adapt_episodes if adapt else 0}
     if llm is None and cfg.use_sft and actor_dir.is_dir():
         options["actor_model"] = f"hf:{actor_dir}"
     if reflection_llm is None and cfg.use_dpo and rx_dir.is_dir():
         options["reflection_model"] = f"hf:{rx_dir}"
-    agent = make_agent("alfworld", llm or LazyLLM(cfg.model), options)  # loaded only if it writes reflections
+    first_test = cfg.adapt_episodes if adapt else 0
+    spec = cfg.spec("muse", cfg.deploy_split, first_test + cfg.test_episodes, **options)
+    agent = make_agent(spec, llm)  # the base model is loaded only if it writes reflections
     if reflection_llm is not None:
         agent.reflection_llm = reflection_llm
-    first_test = cfg.adapt_episodes if adapt else 0
     out = cfg.out / ("deploy_adapt" if adapt else "deploy_noadapt")
     env = _env(cfg)
     try:
-        run_eval(env, agent, env_name="alfworld", agent_name="muse", task_ids=_tasks(env, cfg.deploy_split, cfg.limit),
-                 episodes=first_test + cfg.test_episodes, max_steps=cfg.max_steps, out_dir=out, seed=cfg.seed,
-                 progress=cfg.progress)
+        execute(spec, out, env=env, agent=agent, progress=cfg.progress)
     finally:
         env.close()
     result = test_metrics(_records(out), first_test)
@@ -229,15 +234,14 @@ def run_stage(cfg: PipelineConfig, stage: str) -> dict[str, Any]:
     raise ValueError(f"unknown pipeline stage '{stage}'; choose one of: {', '.join(STAGES)}, all.")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m llm_side.pipeline_alfworld --stage S --out DIR [...]` (or `muse-llm alfworld-pipeline`)."""
+def build_parser() -> Any:
     import argparse
 
     p = argparse.ArgumentParser(prog="muse-llm alfworld-pipeline", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage", default="all", choices=[*STAGES, "all"])
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--model", default="qwen0.5b")
+    p.add_argument("--model", default=None, help="model spec (default: env MUSE_LLM_MODEL, else the backends' default)")
     p.add_argument("--base", default=None, help="transformers folder to fine-tune (default: the model's cache)")
     p.add_argument("--limit", type=int, default=None, help="first N tasks of each split (smoke runs)")
     p.add_argument("--collect-episodes", type=int, default=5)
@@ -253,32 +257,33 @@ def main(argv: list[str] | None = None) -> int:
                    help="allow a rejected reflection from another task of the same type (not the paper's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--env-opt", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE")
-    a = p.parse_args(argv)
-    cfg = PipelineConfig(out=a.out, model=a.model, base=a.base, limit=a.limit, collect_episodes=a.collect_episodes,
-                         adapt_episodes=a.adapt_episodes, test_episodes=a.test_episodes, max_steps=a.max_steps,
-                         sft_steps=a.sft_steps, dpo_steps=a.dpo_steps, sa_epochs=a.sa_epochs, seed=a.seed,
-                         dpo_unhelpful=a.dpo_unhelpful, dpo_cross_task=a.dpo_cross_task,
-                         env_options=_kv(a.env_opt), agent_options=_kv(a.agent_opt))
-    try:
-        result = run_stage(cfg, a.stage)
-    except (ValueError, OSError, RuntimeError) as exc:  # no data, nothing left to train, a missing model
-        if os.environ.get("MUSE_LLM_DEBUG"):
-            raise
-        print(f"muse-llm alfworld-pipeline: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, indent=2, default=str)[:4000])
-    return 0
+    p.add_argument("--agent-opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="MUSE option (collect passes Reflexion the ones it declares), repeatable")
+    return p
 
 
-def _kv(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise SystemExit(f"option '{item}' must look like KEY=VALUE.")
-        k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+def config_of(a: Any) -> PipelineConfig:
+    """The PipelineConfig of the command line, its options checked for the stage(s) asked for."""
+    cfg = PipelineConfig(out=a.out, model=a.model or default_model(), base=a.base, limit=a.limit,
+                         collect_episodes=a.collect_episodes, adapt_episodes=a.adapt_episodes,
+                         test_episodes=a.test_episodes, max_steps=a.max_steps, sft_steps=a.sft_steps,
+                         dpo_steps=a.dpo_steps, sa_epochs=a.sa_epochs, seed=a.seed, dpo_unhelpful=a.dpo_unhelpful,
+                         dpo_cross_task=a.dpo_cross_task, env_options=parse_options(a.env_opt, "--env-opt"),
+                         agent_options=parse_options(a.agent_opt, "--agent-opt"))
+    cfg.check(a.stage)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m llm_side.pipeline_alfworld --stage S --out DIR [...]` (or `muse-llm alfworld-pipeline`)."""
+    a = build_parser().parse_args(argv)
+
+    def body() -> int:
+        result = run_stage(config_of(a), a.stage)
+        print(json.dumps(result, indent=2, default=str)[:4000])
+        return 0
+
+    return run_command("alfworld-pipeline", body)
 
 
 if __name__ == "__main__":

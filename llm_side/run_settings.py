@@ -1,6 +1,7 @@
-"""The settings of an LLM run as a YAML file and as flags, shared by `muse-llm run` (cli.py) and
-`muse-llm compare` (compare.py): one loader with one set of error lines, and the task-selection flags
-both commands take, with the same names, types and help.
+"""The settings of an LLM run as a YAML file and as flags, shared by `muse-llm run` (cli.py),
+`muse-llm sweep-tau` (sweep.py) and `muse-llm compare` (compare.py): one loader with one set of error
+lines, and the task-selection flags the commands take, with the same names, types and help
+(run_spec.build_spec turns both into a RunSpec).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from llm_side.backends import DEFAULT_MODEL
 from muse_common.overrides import yaml_problem
 
 
@@ -48,8 +50,8 @@ def load_settings(path: str | None, keys: tuple[str, ...], what: str = "run sett
     return data
 
 
-MODEL_HELP = ("smollm2 | qwen0.5b (default; env MUSE_LLM_MODEL) | qwen1.5b | gemma270m | hf:DIR | gguf:FILE"
-              " | openai:URL:MODEL")
+MODEL_HELP = (f"smollm2 | qwen0.5b | qwen1.5b | gemma270m | hf:DIR | gguf:FILE | openai:URL:MODEL "
+              f"(default: env MUSE_LLM_MODEL, else {DEFAULT_MODEL})")
 
 
 def add_task_flags(parser: argparse.ArgumentParser, env_help: str | None = None) -> None:

@@ -52,8 +52,11 @@ def server_argv(gguf: Path, alias: str, *, host: str, port: int, n_ctx: int, thr
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="muse-llm serve", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default=os.environ.get("MUSE_LLM_MODEL", "qwen0.5b"),
-                   help="qwen0.5b (default) | qwen1.5b | smollm2 | gemma270m | gguf:FILE")
+    from llm_side.backends import DEFAULT_MODEL, default_model
+
+    p.add_argument("--model", default=default_model(),
+                   help=f"qwen0.5b | qwen1.5b | smollm2 | gemma270m | gguf:FILE (default: env MUSE_LLM_MODEL, "
+                        f"else {DEFAULT_MODEL})")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
     p.add_argument("--n-ctx", type=int, default=N_CTX, help=f"context size in tokens (default {N_CTX})")

@@ -2,22 +2,33 @@
 same tasks and plot the mean score (left) and the mean reasoning/reference action similarity with its
 spread (right) against tau.
 
-Each tau is an ordinary resumable run in OUT/tau_<value>/ (episodes.jsonl + summary.json through the
-shared runner), so a killed sweep picks up where it stopped; OUT/sweep.json and OUT/sweep.png are
-rewritten atomically after every tau. Run it as `python -m llm_side.sweep --env scienceworld
---tasks 8-2,9-3 --out runs/tau` (proposed CLI: `muse-llm sweep-tau` with the same flags).
+Each tau is an ordinary resumable run in OUT/tau_<value>/ (run.json, episodes.jsonl, summary.json: the
+RunSpec of the command line with `tau` added to RefRea's options, run by run_spec.execute), so a killed
+sweep picks up where it stopped; OUT/sweep.json and OUT/sweep.png are rewritten atomically after every
+tau. `muse-llm sweep-tau --env scienceworld --tasks 8-2,9-3 --out runs/tau`.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from llm_side.harness.records import load_records
+from llm_side.run_settings import add_task_flags, load_settings
+from llm_side.run_spec import (
+    RUN_KEYS,
+    RunSpec,
+    UsageError,
+    build_spec,
+    execute,
+    make_env,
+    parse_options,
+    run_command,
+    select_tasks,
+)
 from muse_common.files import atomic_write_json
 
 PAPER_TAUS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95)
@@ -69,27 +80,26 @@ def plot_sweep(points: Sequence[dict[str, Any]], path: str | Path) -> Path:
     return path
 
 
-def sweep_tau(env: Any, make_agent: Callable[[float], Any], *, env_name: str, taus: Sequence[float],
-              task_ids: Sequence[str], episodes: int, max_steps: int | None, out_dir: str | Path,
-              seed: int = 0, progress: bool = True) -> list[dict[str, Any]]:
-    """Run `make_agent(tau)` for each tau through the shared runner; return the Figure 3 points."""
-    from llm_side.harness.runner import run_eval
-
+def sweep_tau(env: Any, spec: RunSpec, *, taus: Sequence[float], out_dir: str | Path, progress: bool = True,
+              make_agent: Callable[[float], Any] | None = None) -> list[dict[str, Any]]:
+    """Run `spec` with each tau (RefRea's `tau` option) on the one `env`, each into OUT/tau_<value>/, and
+    return the Figure 3 points. `make_agent(tau)`: a ready agent instead of the spec's (tests)."""
     if not taus:
         raise ValueError("no tau values to sweep; pass e.g. --taus 0,0.2,0.4,0.6,0.8,0.95")
     bad = [t for t in taus if not 0.0 <= t <= 1.0]
     if bad:
         raise ValueError(f"tau values must lie in [0, 1]; got {bad}.")
     out_dir = Path(out_dir)
+    task_ids = select_tasks(env, spec.split, spec.tasks, spec.limit)
     points = []
     for tau in taus:
         run_dir = tau_dir(out_dir, tau)
-        run_eval(env, make_agent(tau), env_name=env_name, agent_name="refrea", task_ids=task_ids,
-                 episodes=episodes, max_steps=max_steps, out_dir=run_dir, seed=seed, progress=progress)
-        wanted = {str(t) for t in task_ids}
-        recs = [r for r in load_records(run_dir) if str(r["task"]) in wanted and int(r["episode"]) < episodes]
+        execute(spec.with_agent_opt(tau=tau), run_dir, env=env, agent=make_agent(tau) if make_agent else None,
+                progress=progress)
+        wanted = set(task_ids)
+        recs = [r for r in load_records(run_dir) if str(r["task"]) in wanted and int(r["episode"]) < spec.episodes]
         points.append(summarize_tau(tau, recs))
-        atomic_write_json(out_dir / "sweep.json", {"env": env_name, "tasks": list(task_ids), "points": points})
+        atomic_write_json(out_dir / "sweep.json", {"env": spec.env, "tasks": task_ids, "points": points})
         plot_sweep(points, out_dir / "sweep.png")
     return points
 
@@ -104,51 +114,44 @@ def parse_taus(text: str) -> list[float]:
     return taus
 
 
+SWEEP_DEFAULTS = {"env": "scienceworld", "agent": "refrea", "tasks": "8-2,9-3"}  # the paper's Figure 3 setting
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="muse-llm sweep-tau", description=__doc__.split("\n\n")[0])
-    p.add_argument("--env", default="scienceworld")
-    p.add_argument("--tasks", default="8-2,9-3", help="comma-separated task ids (paper: 8-2,9-3)")
+    p.add_argument("--config", help="YAML of run settings (as `muse-llm run --config`; agent: refrea)")
+    add_task_flags(p, env_help="default scienceworld, with --tasks 8-2,9-3 (the paper's) unless --tasks or --split")
     p.add_argument("--taus", default=",".join(f"{t:g}" for t in PAPER_TAUS))
-    p.add_argument("--model", default=None, help="LLM spec (default: the backends' default)")
-    p.add_argument("--episodes", type=int, default=1)
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--episodes", type=int, help="episodes per task; default 1")
     p.add_argument("--out", required=True)
-    p.add_argument("--env-opt", action="append", metavar="K=V", default=[])
-    p.add_argument("--agent-opt", action="append", metavar="K=V", default=[])
+    p.add_argument("--env-opt", action="append", metavar="K=V")
+    p.add_argument("--agent-opt", action="append", metavar="K=V", help="RefRea option, repeatable (not tau)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
 
+def spec_of(args: argparse.Namespace) -> RunSpec:
+    """The RunSpec the sweep runs at every tau: RefRea, the flags over `--config`, the paper's tasks."""
+    cfg = load_settings(args.config, RUN_KEYS)
+    if cfg.get("agent", "refrea") != "refrea":
+        raise UsageError(f"sweep-tau sweeps RefRea's tau; {args.config} names agent '{cfg['agent']}'")
+    opts = {**(cfg.get("agent_opt") or {}), **parse_options(args.agent_opt, "--agent-opt")}
+    if "tau" in opts:
+        raise UsageError("--agent-opt tau=... clashes with --taus; drop it.")
+    return build_spec(cfg, {k: getattr(args, k, None) for k in RUN_KEYS}, SWEEP_DEFAULTS)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return _run(args)
-    except ValueError as exc:  # bad input (options, taus, tasks): one line naming the fix, exit status 2
-        print(f"muse-llm sweep-tau: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command("sweep-tau", lambda: _run(args))
 
 
 def _run(args: argparse.Namespace) -> int:
-    from llm_side import registry
-    from llm_side.backends import DEFAULT_MODEL, LazyLLM
-    from muse_common.overrides import parse_key_values
-
     taus = parse_taus(args.taus)
-    env_opts = parse_key_values(args.env_opt, "--env-opt", structured=False)  # OverrideError is a ValueError
-    agent_opts = parse_key_values(args.agent_opt, "--agent-opt", structured=False)
-    if "tau" in agent_opts:
-        raise ValueError("--agent-opt tau=... clashes with --taus; drop it.")
-    factory = registry.agent_factory("refrea")
-    llm = LazyLLM(args.model or DEFAULT_MODEL)
-    env = registry.env_factory(args.env)(**env_opts)
+    spec = spec_of(args)
+    env = make_env(spec.env, spec.env_opt)
     try:
-        specs = [t.strip() for t in args.tasks.split(",") if t.strip()]
-        expand = getattr(env, "expand_task_ids", None)
-        task_ids = expand(specs) if callable(expand) else specs
-        points = sweep_tau(env, lambda tau: factory(args.env, llm, {**agent_opts, "tau": tau}), env_name=args.env,
-                           taus=taus, task_ids=task_ids, episodes=args.episodes, max_steps=args.max_steps,
-                           out_dir=args.out, seed=args.seed, progress=not args.no_progress)
+        points = sweep_tau(env, spec, taus=taus, out_dir=args.out, progress=not args.no_progress)
     finally:
         env.close()
     for p in points:

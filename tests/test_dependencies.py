@@ -111,3 +111,20 @@ def test_the_model_and_its_config_load_without_envs_or_torch():
     loaded = _fresh_import([f"muse_jax.{m}" for m in (*MODEL, "config")])
     assert "jax" in loaded  # the import did happen
     assert sorted(set(loaded) & {*ENV_STACK, *TORCH_STACK, "llm_side"}) == []
+
+
+LLM_COMMANDS = ("cli", "sweep", "compare")
+"""`muse-llm` subcommand modules: each builds its runs with llm_side.run_spec and runs them through the
+harness; `cli` reaches `sweep-tau` and `compare` only by name, when that subcommand is asked for."""
+
+
+@pytest.mark.parametrize("module", LLM_COMMANDS)
+def test_llm_commands_do_not_import_one_another(module):
+    others = [f"llm_side.{m}" for m in LLM_COMMANDS if m != module]
+    direct = [m for m in imported_modules(ROOT / "llm_side" / f"{module}.py")
+              if any(m == o or m.startswith(o + ".") for o in others)]
+    assert direct == [], f"llm_side/{module}.py imports {direct}"
+    code = f"import sys, llm_side.{module}; print(' '.join(m for m in {others!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "", f"importing llm_side.{module} imports {out.stdout.strip()}"

@@ -15,8 +15,17 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-DEFAULT_MODEL = os.environ.get("MUSE_LLM_MODEL", "qwen0.5b")  # quality default for real runs; tests: smollm2
+DEFAULT_MODEL = "qwen0.5b"
+"""The model every `muse-llm` command runs when neither `--model` nor MUSE_LLM_MODEL names one (the
+quality default for real runs; the tests set MUSE_LLM_MODEL=smollm2)."""
 TEST_MODEL = "smollm2"
+
+
+def default_model() -> str:
+    """MUSE_LLM_MODEL when set (read at each call, so a test or a wrapper script can set it late), else
+    DEFAULT_MODEL."""
+    return os.environ.get("MUSE_LLM_MODEL", "").strip() or DEFAULT_MODEL
+
 
 _LLMS: dict[str, Any] = {}
 _EMBEDDERS: dict[str, Any] = {}

@@ -224,7 +224,7 @@ def test_llm_env_options_are_typed(opt: str, words: list[str]) -> None:
 
 
 def test_env_option_values_are_converted() -> None:
-    from llm_side.cli import check_options
+    from llm_side.run_spec import check_options
 
     opts = check_options("env", "minecraft", {"hazards": False, "max_steps": 5})
     assert (opts.hazards, opts.max_steps) == (False, 5)

@@ -3,6 +3,7 @@ Tables 3-4 from the test windows, refused when runs are not like for like."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -16,18 +17,19 @@ from llm_side.cli import main  # noqa: E402
 from muse_common.files import read_jsonl  # noqa: E402
 
 
-def test_every_agent_gets_the_same_run_command():
-    cfg = {"env": "alfworld", "split": "eval_out_of_distribution", "limit": 3, "max_steps": 50, "model": "qwen0.5b",
-           "seed": 0, "adapt_episodes": 5, "test_episodes": 5, "agent_opt": {"muse": {"msa": "M"}}}
-    argvs = {a: compare.run_argv(a, cfg, Path("out"), progress=False) for a in compare.AGENTS}
+def _settings(*argv: str) -> dict:
+    return compare.settings_of(compare.build_parser().parse_args(["--out", "out", *argv]))
 
-    def common(argv):
-        drop = {"--agent", "--out", "--agent-opt"}
-        return [x for i, x in enumerate(argv) if x not in drop and (i == 0 or argv[i - 1] not in drop)]
 
-    assert common(argvs["react"]) == common(argvs["reflexion"]) == common(argvs["muse"])
-    assert argvs["react"][argvs["react"].index("--episodes") + 1] == "10"  # 5 adaptation + 5 test
-    assert "msa=M" in argvs["muse"] and "adapt_episodes=5" in argvs["muse"] and "--agent-opt" not in argvs["react"]
+def test_every_agent_gets_the_same_run_spec():
+    cfg = dict(_settings("--split", "eval_out_of_distribution", "--limit", "3", "--max-steps", "50", "--model",
+                         "qwen0.5b", "--agent-opt", "muse:msa=M", "--agent-opt", "react:max_tokens=12"))
+    specs = compare.agent_specs(cfg)
+    common = {a: dataclasses.replace(s, agent="", agent_opt={}, agent_options=None) for a, s in specs.items()}
+    assert common["react"] == common["reflexion"] == common["muse"]
+    assert specs["react"].episodes == 10 and specs["react"].model == "qwen0.5b"  # 5 adaptation + 5 test
+    assert specs["muse"].agent_opt == {"msa": "M", "adapt_episodes": 5} and specs["reflexion"].agent_opt == {}
+    assert specs["react"].agent_opt == {"max_tokens": 12}  # typed as `muse-llm run --agent-opt` types it
 
 
 @pytest.fixture()
@@ -50,6 +52,7 @@ def test_compare_runs_identical_episodes_and_prints_tables_3_and_4(tmp_path, cap
     assert "| memory-a | 0% (0/3) | 100% (3/3) |" in text
     assert "| memory-b | n/a: no episode succeeded | 1.0 |" in text
     assert "Same test episodes for every agent: 3 tasks of env fake, model smollm2, max steps 3" in text
+    assert "fake/memory-b: 3/6 episodes succeeded" in text.split("Same test episodes")[0]  # as `run` says it
     assert main(["compare", "--env", "fake", "--agents", "memory-a,memory-b", "--adapt-episodes", "1",
                  "--test-episodes", "1", "--out", str(out), "--report-only"]) == 0
     assert capsys.readouterr().out == text[text.index("Same test episodes"):]
@@ -87,7 +90,7 @@ def test_compare_settings_file_errors_are_the_run_commands(tmp_path, capsys, tex
         assert words.replace("env", "") in capsys.readouterr().err
 
 
-def test_compare_trained_points_muse_at_the_pipeline_models(tmp_path, capsys, monkeypatch):
+def test_compare_trained_points_muse_at_the_pipeline_models(tmp_path, capsys, monkeypatch, fake_agents):
     """Tables 3-4 as the paper ran them: the Algorithm 3 MUSE (fine-tuned actor, DPO'd M_rx, trained
     M_sa) beside ReAct and Reflexion on the base model."""
     pipe = tmp_path / "pipe"
@@ -102,13 +105,17 @@ def test_compare_trained_points_muse_at_the_pipeline_models(tmp_path, capsys, mo
     (pipe / "msa").mkdir()
     (pipe / "msa" / "msa_meta.json").write_text("{}")
     calls = []
-    monkeypatch.setattr("llm_side.cli.main", lambda argv: calls.append(argv) or 1)
-    assert main(base) == 1  # stops at the first (fake) run; its argv is what matters
-    react = calls[0]
-    assert react[react.index("--agent") + 1] == "react" and "--agent-opt" not in react
-    muse = compare.run_argv("muse", {"env": "fake", "seed": 0, "adapt_episodes": 5, "test_episodes": 5,
-                                     "agent_opt": {"muse": compare.trained_options(pipe)}}, tmp_path, False)
-    assert f"actor_model=hf:{pipe / 'actor_sft' / 'merged'}" in muse
-    assert f"reflection_model=hf:{pipe / 'reflection_dpo' / 'merged'}" in muse and f"msa={pipe / 'msa'}" in muse
+
+    def execute(spec, out, **kw):
+        calls.append(spec)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(compare, "execute", execute)
+    assert main(base) == 2  # stops at the first (fake) run; its spec is what matters
+    assert [s.agent for s in calls] == ["react"] and calls[0].agent_opt == {}
+    muse = compare.agent_specs(_settings("--env", "fake", "--trained", str(pipe)))["muse"]
+    assert muse.agent_opt["actor_model"] == f"hf:{pipe / 'actor_sft' / 'merged'}"
+    assert muse.agent_opt["reflection_model"] == f"hf:{pipe / 'reflection_dpo' / 'merged'}"
+    assert muse.agent_opt["msa"] == str(pipe / "msa")
     recs = [{"actor_model": "hf:A", "reflection_model": "hf:R", "msa_source": "M"}]
     assert compare.muse_parts(recs) == "MUSE parts: actor hf:A; reflection model hf:R; M_sa M"

@@ -246,7 +246,7 @@ def test_option_values_are_typed():
 
 
 def test_select_tasks_uses_the_envs_aliases():
-    from llm_side.cli import UsageError, select_tasks
+    from llm_side.run_spec import UsageError, select_tasks
 
     class AliasEnv:
         name = "alias"

@@ -304,21 +304,23 @@ class DoorEnv:
 
 def test_tau_sweep_writes_points_and_plot(tmp_path):
     from llm_side import sweep
+    from llm_side.run_spec import RunSpec
 
     def make(tau):  # reasoning says 'open door' only without exploratory memory; reference always does
         return RefReaAgent(ScriptedLLM(_door_reply), embedder=ExactEmbedder(), tau=tau, meta_interval=1)
 
-    points = sweep.sweep_tau(DoorEnv(), make, env_name="door", taus=[0.0, 0.8], task_ids=["door-0", "door-1"],
-                             episodes=1, max_steps=3, out_dir=tmp_path, progress=False)
+    spec = RunSpec(env="door", agent="refrea", model="scripted", tasks=("door-0", "door-1"), max_steps=3)
+    points = sweep.sweep_tau(DoorEnv(), spec, taus=[0.0, 0.8], out_dir=tmp_path, progress=False, make_agent=make)
     assert [p["tau"] for p in points] == [0.0, 0.8] and all(p["episodes"] == 2 for p in points)
     assert points[1]["mean_score"] == 100.0 and points[1]["mean_similarity"] == 1.0
     assert points[0]["mean_score"] == 0.0 and points[0]["mean_similarity"] < 1.0  # tau=0 follows bad memory
     saved = __import__("json").loads((tmp_path / "sweep.json").read_text())
     assert saved["points"] == points and (tmp_path / "sweep.png").stat().st_size > 1000
     assert (tmp_path / "tau_0.8" / "episodes.jsonl").exists()
+    run = __import__("json").loads((tmp_path / "tau_0.8" / "run.json").read_text())  # each tau is a resumable run
+    assert run["agent_opt"] == {"tau": 0.8} and run["tasks"] == ["door-0", "door-1"] and run["max_steps"] == 3
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        sweep.sweep_tau(DoorEnv(), make, env_name="door", taus=[1.5], task_ids=["door-0"], episodes=1,
-                        max_steps=1, out_dir=tmp_path / "bad", progress=False)
+        sweep.sweep_tau(DoorEnv(), spec, taus=[1.5], out_dir=tmp_path / "bad", progress=False, make_agent=make)
     assert sweep.parse_taus("0,0.5") == [0.0, 0.5]
 
 
