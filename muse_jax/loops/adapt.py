@@ -10,6 +10,9 @@ shared read-only, plus its own new episodes), and the policy step and the train 
 `jax.vmap`ped over the task axis in one jitted program, one env per task. With
 `adapt.parallel_tasks: false` (`--one-task-at-a-time`) the same code runs groups of one task.
 Tasks never share data or weights, so the two settings run the same experiment.
+The loop and the train driver are pre-training's (`run_loop.RunLoop`, `TrainDriver.task_stacked`);
+what differs is the callbacks: the owed steps count from the group's first step (`train_steps_due`),
+and a checkpoint and log line follow each step that finished episodes.
 
 MUSE acts with self-regulation (policy mode "muse") and its signal is the competence sum; Dreamer
 acts with its actor (mode "dreamer") and its signal is the critic value divided by the return scale

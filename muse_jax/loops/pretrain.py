@@ -1,4 +1,5 @@
-"""Multi-task pre-training (MUSE §3.2.1): collect -> replay -> jitted train step -> log/checkpoint.
+"""Multi-task pre-training (MUSE §3.2.1): collect -> replay -> jitted train step -> log/checkpoint, as
+callbacks on the loop adaptation shares (`run_loop.RunLoop`; clocks: `TrainRatio`, `Every` log/save).
 
 The world model, competence head and actor-critic all learn from the same replay. Acting uses the
 actor ("dreamer" mode) after a random-policy prefill; self-regulation is a deployment-time mechanism
