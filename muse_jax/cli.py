@@ -141,96 +141,122 @@ def _one_line(e: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from muse_jax.config import ConfigError, load_config, parse_overrides
+    from muse_jax.config import ConfigError
 
-    if args.cmd != "compare":  # a resumed run or an adaptation reuses the compiled train step
-        from muse_jax.parallel import enable_compilation_cache
-
-        enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/muse_jax/xla"))
-
-    try:
-        if args.cmd == "compare":
-            from muse_jax.evaluate import compare
-
-            if args.out:
-                check_compare_out(args.out)
-            check_results_files(args.runs)
-            print(compare(args.runs, args.out), end="")
-            return 0
-        from muse_jax.errors import CheckpointError, NonFiniteLossError
-    except (ConfigError, ValueError, OSError) as e:  # FileNotFoundError and a results.json that is not JSON too
-        _say(f"muse-wm: error: {_one_line(e)}")
-        return 2
-    from muse_common.run_lock import RunFolderBusy, run_folder_lock
+    if args.cmd == "compare":
+        try:
+            return _compare(args)
+        except (ConfigError, ValueError, OSError) as e:  # FileNotFoundError and a results.json that is not JSON too
+            _say(f"muse-wm: error: {_one_line(e)}")
+            return 2
     from muse_jax import orbax_quiet
-    from muse_jax.errors import CheckpointWriteError
+    from muse_jax.parallel import enable_compilation_cache
 
+    # a resumed run or an adaptation reuses the compiled train step
+    enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/muse_jax/xla"))
     orbax_quiet.HOLD_STDERR_AFTER_FAILED_SAVE = True  # a failed save is reported as one line (orbax_quiet.py)
-
-    started = False
+    started = [False]  # set once the run folder is locked: an OSError after it stopped a run, before it a usage error
     try:
-        if args.cmd == "pretrain":
-            overrides = list(args.overrides) + ([f"agent={args.agent}"] if args.agent else [])
-            cfg = load_config(args.config, overrides)
-            check_logdir(args.logdir)
-            check_task_names(cfg)
-            if args.from_step is not None and args.from_step < 0:
-                raise UsageError(f"--from-step {args.from_step}: give a checkpoint step (a folder name under "
-                                 f"{Path(args.logdir) / 'checkpoints'}).")
-            from muse_jax import parallel
-            from muse_jax.loops.pretrain import _pretrain  # the public `pretrain` plus the hidden --stop-at
+        return _pretrain_command(args, started) if args.cmd == "pretrain" else _adapt_command(args, started)
+    except (Exception, KeyboardInterrupt) as e:
+        code = _report(e, started[0])
+        if code is None:
+            raise
+        return code
 
-            try:  # parallel.distributed: join the multi-host job before anything touches a device
-                parallel.init_distributed(cfg)
-            except (RuntimeError, ValueError) as e:
-                raise UsageError(str(e)) from None
-            logdir = parallel.process_logdir(args.logdir)
-            with run_folder_lock(logdir):  # one writer per run folder, held for the run's life
-                started = True
-                res = _pretrain(cfg, logdir, stop_at=args.stop_at, from_step=args.from_step)
-            parallel.finish_distributed()
-            print(f"pretrain done: {res['counters']}")
-            return 0
-        if args.episodes is not None and args.episodes < 1:
-            raise UsageError(f"--episodes {args.episodes}: adapt at least one episode per task.")
-        overrides = parse_overrides(args.overrides)
-        check_logdir(args.logdir)
-        from muse_jax.loops.adapt import _adapt  # the public `adapt` plus the hidden --stop-after-rounds
 
-        if args.one_task_at_a_time:
-            overrides["adapt.parallel_tasks"] = False
-        with run_folder_lock(args.logdir):
-            started = True
-            res = _adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
-                         overrides=overrides, stop_after_rounds=args.stop_after_rounds)
-        if res is not None:
-            from muse_jax.evaluate import table_markdown
+def _compare(args: argparse.Namespace) -> int:
+    from muse_jax.evaluate import compare
 
-            print(table_markdown([res]), end="")
-        return 0
-    except CheckpointWriteError as e:
+    if args.out:
+        check_compare_out(args.out)
+    check_results_files(args.runs)
+    print(compare(args.runs, args.out), end="")
+    return 0
+
+
+def _pretrain_command(args: argparse.Namespace, started: list[bool]) -> int:
+    from muse_common.run_lock import run_folder_lock
+    from muse_jax.config import load_config
+
+    overrides = list(args.overrides) + ([f"agent={args.agent}"] if args.agent else [])
+    cfg = load_config(args.config, overrides)
+    check_logdir(args.logdir)
+    check_task_names(cfg)
+    if args.from_step is not None and args.from_step < 0:
+        raise UsageError(f"--from-step {args.from_step}: give a checkpoint step (a folder name under "
+                         f"{Path(args.logdir) / 'checkpoints'}).")
+    from muse_jax import parallel
+    from muse_jax.loops.pretrain import _pretrain  # the public `pretrain` plus the hidden --stop-at
+
+    try:  # parallel.distributed: join the multi-host job before anything touches a device
+        parallel.init_distributed(cfg)
+    except (RuntimeError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    logdir = parallel.process_logdir(args.logdir)
+    with run_folder_lock(logdir):  # one writer per run folder, held for the run's life
+        started[0] = True
+        res = _pretrain(cfg, logdir, stop_at=args.stop_at, from_step=args.from_step)
+    parallel.finish_distributed()
+    print(f"pretrain done: {res['counters']}")
+    return 0
+
+
+def _adapt_command(args: argparse.Namespace, started: list[bool]) -> int:
+    from muse_common.run_lock import run_folder_lock
+    from muse_jax.config import parse_overrides
+
+    if args.episodes is not None and args.episodes < 1:
+        raise UsageError(f"--episodes {args.episodes}: adapt at least one episode per task.")
+    overrides = parse_overrides(args.overrides)
+    check_logdir(args.logdir)
+    from muse_jax.loops.adapt import _adapt  # the public `adapt` plus the hidden --stop-after-rounds
+
+    if args.one_task_at_a_time:
+        overrides["adapt.parallel_tasks"] = False
+    with run_folder_lock(args.logdir):
+        started[0] = True
+        res = _adapt(args.checkpoint, args.agent, args.logdir, tasks=args.tasks, episodes=args.episodes,
+                     overrides=overrides, stop_after_rounds=args.stop_after_rounds)
+    if res is not None:
+        from muse_jax.evaluate import table_markdown
+
+        print(table_markdown([res]), end="")
+    return 0
+
+
+def _report(e: BaseException, started: bool) -> int | None:
+    """One stderr line for a known way a run ends, and its exit code: 2 fix the command, 1 the run
+    stopped (what finished is kept), 130 interrupted; None for anything else (a real bug: traceback)."""
+    from muse_common.run_lock import RunFolderBusy
+    from muse_jax.config import ConfigError
+    from muse_jax.errors import CheckpointError, CheckpointWriteError, NonFiniteLossError
+
+    if isinstance(e, CheckpointWriteError):
         _say(f"muse-wm: stopped: {e}")
         return 1
-    except (ConfigError, CheckpointError, FileNotFoundError, ValueError, RunFolderBusy) as e:
+    if isinstance(e, ConfigError | CheckpointError | FileNotFoundError | ValueError | RunFolderBusy):
         _say(f"muse-wm: error: {e}")
         return 2
-    except NonFiniteLossError as e:
+    if isinstance(e, NonFiniteLossError):
         _say(f"muse-wm: stopped: {e}")
         return 1
-    except KeyboardInterrupt:
+    if isinstance(e, KeyboardInterrupt):
         _say("muse-wm: stopped: interrupted; finished episodes and checkpoints are kept, rerun the same command "
              "to resume.")
         return 130
-    except OSError as e:  # a disk that filled up or turned read-only mid-run: finished data is kept
-        where = f" {e.filename}" if e.filename else ""
-        what = os.strerror(e.errno) if e.errno else str(e)
-        if not started:
-            _say(f"muse-wm: error: cannot use{where}: {what}.")
-            return 2
-        fix = "free some space" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "fix the folder"
-        _say(f"muse-wm: stopped: cannot write{where}: {what}; finished episodes and checkpoints are kept. "
-             f"{fix.capitalize()}, then rerun the same command to resume.")
-        return 1
+    if not isinstance(e, OSError):
+        return None
+    # a disk that filled up or turned read-only mid-run: finished data is kept
+    where = f" {e.filename}" if e.filename else ""
+    what = os.strerror(e.errno) if e.errno else str(e)
+    if not started:
+        _say(f"muse-wm: error: cannot use{where}: {what}.")
+        return 2
+    fix = "free some space" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "fix the folder"
+    _say(f"muse-wm: stopped: cannot write{where}: {what}; finished episodes and checkpoints are kept. "
+         f"{fix.capitalize()}, then rerun the same command to resume.")
+    return 1
 
 
 if __name__ == "__main__":

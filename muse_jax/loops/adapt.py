@@ -10,6 +10,9 @@ shared read-only, plus its own new episodes), and the policy step and the train 
 `jax.vmap`ped over the task axis in one jitted program, one env per task. With
 `adapt.parallel_tasks: false` (`--one-task-at-a-time`) the same code runs groups of one task.
 Tasks never share data or weights, so the two settings run the same experiment.
+The loop and the train driver are pre-training's (`run_loop.RunLoop`, `TrainDriver.task_stacked`);
+what differs is the callbacks: the owed steps count from the group's first step (`train_steps_due`),
+and a checkpoint and log line follow each step that finished episodes.
 
 MUSE acts with self-regulation (policy mode "muse") and its signal is the competence sum; Dreamer
 acts with its actor (mode "dreamer") and its signal is the critic value divided by the return scale
@@ -48,7 +51,8 @@ from muse_jax.envs.metaworld import check_task, configure_gl, make_vector_env
 from muse_jax.loops.collect import REGULATION_EFFECT_KEYS, Collector, Episode
 from muse_jax.loops.jit_cache import memo_jit
 from muse_jax.loops.restore import restore_learner
-from muse_jax.loops.train_driver import DeviceMetrics, train_steps_due
+from muse_jax.loops.run_loop import RunLoop, Tick
+from muse_jax.loops.train_driver import TrainDriver, train_steps_due
 from muse_jax.replay import Replay, pack_episodes, unpack_episodes
 from muse_jax.run_log import RunLogger
 
@@ -122,11 +126,6 @@ def make_task_policy(graphdef: Any, mode: str) -> Callable:
     return lambda state, carry, obs, key, _mode: step(state, carry, obs, key)
 
 
-def make_task_train_step(graphdef: Any) -> Callable:
-    """jit(vmap(train_step)) over the task axis, state donated: (state [K..], batch [K,B,T..], keys [K])."""
-    return jax.jit(jax.vmap(lambda st, batch, key: A.train_step(graphdef, st, batch, key)), donate_argnums=0)
-
-
 def task_replay(capacity: int, seq_len: int, seed: int, pre: dict[str, np.ndarray] | None,
                 context: bool = True) -> Replay:
     """A task's replay: the pre-training episodes as views of the shared arrays (no copy), room for its own.
@@ -163,6 +162,29 @@ def write_back_rows(rows: list[tuple[Replay, tuple[dict[str, np.ndarray], int]]]
     """Write one task's training posteriors [B, T, ...] back, row by row, into the replay each row came from."""
     for b, (rp, pos) in enumerate(rows):
         rp.write_back([pos], deter[b : b + 1], stoch[b : b + 1])
+
+
+class TaskBatches:
+    """The K tasks' batches for the task-stacked `TrainDriver`: one `sample_batch` per task, stacked
+    [K, B, T, ...]; each task's training posteriors go back, row by row, into the replay the row came from."""
+
+    def __init__(self, replays: list[Replay], novels: list[Replay], batch_size: int,
+                 novel_fraction: float | None) -> None:
+        self.pairs = list(zip(replays, novels, strict=True))
+        self.batch_size, self.novel_fraction = batch_size, novel_fraction
+
+    def can_sample(self) -> bool:
+        return all(rp.can_sample() or nv.can_sample() for rp, nv in self.pairs)
+
+    def sample(self) -> tuple[dict[str, np.ndarray], tuple[list, ...]]:
+        samples, rows = zip(*[sample_batch(rp, nv, self.batch_size, self.novel_fraction) for rp, nv in self.pairs],
+                            strict=True)
+        return {k: np.stack([b[k] for b in samples]) for k in samples[0]}, rows
+
+    def write_back(self, rows: tuple[list, ...], context: Any) -> None:
+        deter, stoch = jax.device_get(context)
+        for k, task_rows in enumerate(rows):  # the shared pre-training episodes are read-only: skipped
+            write_back_rows(task_rows, deter[k], stoch[k])
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -236,101 +258,126 @@ def _adapt_group(cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.
                  stop_after_rounds: int | None) -> bool:
     """Adapt the K tasks of `group` side by side, each from the pre-trained `learner`; False when
     stopped by `stop_after_rounds`."""
-    K, r, seed = len(group), cfg.replay, cfg.train.seed
-    records_path = out / "episodes.jsonl"
-    ck = Checkpointer(group_dir(out, group) / "checkpoints", keep=1)
-    replays = [task_replay(r.capacity, r.seq_len, seed + 31 * k, pre_replay, r.context) for k in range(K)]
-    frac = cfg.adapt.novel_fraction  # None: the new episodes join `replays` (uniform); else their own replay
-    novels = [Replay(r.capacity, r.seq_len, seed + 31 * k + 7, context=r.context) for k in range(K)]
-    own = novels if frac is not None else replays
-    new_eps: list[list[dict[str, np.ndarray]]] = [[] for _ in range(K)]
-    records: dict[str, list[dict[str, Any]]] = {t: [] for t in group}
-    env_steps, train_steps = 0, 0
-    state = stack_states(learner.state, K)
-    if ck.latest_step() is not None:
-        state, saved, meta = ck.restore(state_template=state)
-        records, env_steps, train_steps = meta["records"], int(meta["env_steps"]), int(meta["train_steps"])
-        for k in range(K):
+    run = _GroupAdaptation(cfg, learner, pre_replay, agent, group, n_eps, out, gi, logger)
+    try:
+        loop = run.loop(rounds, stop_after_rounds)
+        return loop.run(done=lambda _: all(len(run.records[t]) >= n_eps for t in group))
+    finally:
+        run.collector.close()
+        run.ck.close()
+
+
+class _GroupAdaptation:
+    """One task group's adaptation: its replays, envs, stacked learners and train driver, and the
+    callbacks the shared `RunLoop` calls after each step (train by `adapt.train_ratio`, record the
+    finished episodes, checkpoint then log each round of them)."""
+
+    def __init__(self, cfg: Config, learner: A.SplitLearner, pre_replay: dict[str, np.ndarray] | None, agent: str,
+                 group: list[str], n_eps: int, out: Path, gi: int, logger: RunLogger) -> None:
+        K, r, seed = len(group), cfg.replay, cfg.train.seed
+        self.cfg, self.agent, self.group, self.n_eps, self.out, self.logger = cfg, agent, group, n_eps, out, logger
+        self.ck = Checkpointer(group_dir(out, group) / "checkpoints", keep=1)
+        replays = [task_replay(r.capacity, r.seq_len, seed + 31 * k, pre_replay, r.context) for k in range(K)]
+        frac = cfg.adapt.novel_fraction  # None: the new episodes join `replays` (uniform); else their own replay
+        novels = [Replay(r.capacity, r.seq_len, seed + 31 * k + 7, context=r.context) for k in range(K)]
+        self.batches = TaskBatches(replays, novels, r.batch_size, frac)
+        self.own = novels if frac is not None else replays
+        self.new_eps: list[list[dict[str, np.ndarray]]] = [[] for _ in range(K)]
+        self.records: dict[str, list[dict[str, Any]]] = {t: [] for t in group}
+        env_steps, train_steps, state = 0, 0, stack_states(learner.state, K)
+        if self.ck.latest_step() is not None:
+            state, env_steps, train_steps = self._restore(state)
+        policy = memo_jit("task_policy", learner.graphdef, agent, lambda: make_task_policy(learner.graphdef, agent))
+        carry = A.initial_carry(learner.graphdef, learner.state, K)
+        make_venv = lambda s: make_vector_env(group, [0] * K, cfg.env, s, K)
+        n_done = sum(len(v) for v in self.records.values())
+        self.collector = Collector(make_venv, policy, carry, list(group), seed + 100 * n_done + 17)
+        self.driver = TrainDriver.task_stacked(learner.graphdef, state, train_steps,
+                                               jax.random.key(seed + 1000 * (gi + 1)), K)
+        self.env_steps0 = env_steps
+        # each task's current episode began at the end of its previous one (all tasks run in lockstep)
+        self.starts = {t: (self.records[t][-1]["env_step_end"], self.records[t][-1]["train_step_end"])
+                       if self.records[t] else (env_steps, train_steps) for t in group}
+        self.new: list[dict[str, Any]] = []  # records of the episodes finished in the current step
+        self.last: dict[str, float] = {}
+
+    def _restore(self, state: Any) -> tuple[Any, int, int]:
+        """The group's checkpoint: stacked states, each task's new episodes back into its replay, records
+        missing from episodes.jsonl appended (exactly-once, see the module docstring)."""
+        state, saved, meta = self.ck.restore(state_template=state)
+        self.records = meta["records"]
+        for k in range(len(self.group)):
             mine = {key.split("_", 1)[1]: v for key, v in (saved or {}).items() if key.split("_", 1)[0] == f"t{k}"}
             if mine:
-                new_eps[k] = unpack_episodes(mine)
-                for ep in new_eps[k]:
-                    own[k].add_episode(ep)
+                self.new_eps[k] = unpack_episodes(mine)
+                for ep in self.new_eps[k]:
+                    self.own[k].add_episode(ep)
+        records_path = self.out / "episodes.jsonl"
         seen = {(x["task"], x["episode"]) for x in read_jsonl(records_path, RECORD_KEYS)}
-        for t in group:
-            for rec in records[t]:
+        for t in self.group:
+            for rec in self.records[t]:
                 if (t, rec["episode"]) not in seen:
                     append_jsonl(records_path, rec)
-                    logger.advance(1)
-    policy = memo_jit("task_policy", learner.graphdef, agent, lambda: make_task_policy(learner.graphdef, agent))
-    train_fn = memo_jit("task_train", learner.graphdef, None, lambda: make_task_train_step(learner.graphdef))
-    carry = A.initial_carry(learner.graphdef, learner.state, K)
-    make_venv = lambda s: make_vector_env(group, [0] * K, cfg.env, s, K)
-    n_done = sum(len(v) for v in records.values())
-    collector = Collector(make_venv, policy, carry, list(group), seed + 100 * n_done + 17)
-    key = jax.random.key(seed + 1000 * (gi + 1))
-    # each task's current episode began at the end of its previous one (all tasks run in lockstep)
-    starts = {t: (records[t][-1]["env_step_end"], records[t][-1]["train_step_end"]) if records[t]
-              else (env_steps, train_steps) for t in group}
-    n_faults, metrics, last = 0, DeviceMetrics(), {}
-    try:
-        while any(len(records[t]) < n_eps for t in group):
-            finished = collector.step(state, agent)
-            env_steps += 1
-            due = train_steps_due(env_steps, cfg.adapt.train_ratio, r.batch_size, r.seq_len)
-            pairs = list(zip(replays, novels, strict=True))
-            while train_steps < due and all(rp.can_sample() or nv.can_sample() for rp, nv in pairs):
-                # each task from its own replay
-                samples, rows = zip(*[sample_batch(rp, nv, r.batch_size, frac) for rp, nv in pairs], strict=True)
-                batch = {k_: np.stack([b[k_] for b in samples]) for k_ in samples[0]}
-                keys = jax.random.split(jax.random.fold_in(key, train_steps), K)
-                state, step_metrics = train_fn(state, batch, keys)
-                step_metrics, context = A.pop_context(step_metrics)
-                if context is not None:  # write the posteriors back into each task's own new episodes
-                    deter, stoch = jax.device_get(context)
-                    for k_ in range(K):  # the shared pre-training episodes are read-only: skipped
-                        write_back_rows(rows[k_], deter[k_], stoch[k_])
-                metrics.add(step_metrics, train_steps)  # [K] per metric, kept on the device
-                train_steps += 1
-            new = []
-            for ep in finished:
-                t = ep.task
-                k = group.index(t)
-                if len(records[t]) >= n_eps:
-                    continue  # cannot happen with equal-length episodes; never recorded
-                s_env, s_train = starts[t]
-                rec = episode_record(agent, t, len(records[t]), ep, {
-                    "env_step_start": s_env, "env_step_end": env_steps,
-                    "train_step_start": s_train, "train_step_end": train_steps})
-                starts[t] = (env_steps, train_steps)
-                data = ep.replay_data()
-                own[k].add_episode(data)
-                new_eps[k].append(data)
-                records[t] = records[t] + [rec]
-                new.append(rec)
-            if len(collector.faults) > n_faults:  # envs rebuilt, partial episodes dropped: all restart now
-                starts = {t: (env_steps, train_steps) for t in group}
-            for fault in collector.faults[n_faults:]:
-                append_jsonl(out / "faults.jsonl", {"tasks": group, "env_steps": env_steps, **fault})
-            n_faults = len(collector.faults)
-            if not new:
-                continue
-            last = metrics.read() or last  # raises on a NaN/inf loss before anything is saved
-            saved = {f"t{k}_{key_}": v for k in range(K) if new_eps[k]
-                     for key_, v in pack_episodes(new_eps[k]).items()}
-            ck.save(sum(len(v) for v in records.values()), state, replay=saved,
-                    meta={"records": records, "env_steps": env_steps, "train_steps": train_steps, "tasks": group})
-            for rec in new:
-                append_jsonl(records_path, rec)
-            logger.advance(len(new), task=",".join(sorted({x["task"] for x in new})))
-            logger.write({"step": train_steps, "env_steps": env_steps,
-                          "episodes_done": min(len(v) for v in records.values()),
-                          "success_rate": float(np.mean([x["success"] for x in new])), **last})
+                    self.logger.advance(1)
+        return state, int(meta["env_steps"]), int(meta["train_steps"])
+
+    def loop(self, rounds: list[int], stop_after_rounds: int | None) -> RunLoop:
+        """The shared loop with adaptation's callbacks; `rounds` counts checkpointed rounds over groups."""
+        loop = RunLoop(self.collector, lambda _: (self.driver.state, self.agent), self.env_steps0, 1)
+        loop.on_step(self.train)
+        loop.on_step(self.record_episodes)
+
+        def save_round(tick: Tick) -> None:
+            self.save_and_log(tick)
             rounds[0] += 1
             if stop_after_rounds is not None and rounds[0] >= stop_after_rounds:
-                return False
-    finally:
-        collector.close()
-        ck.close()
-    return True
+                loop.stop()
 
+        loop.on_step(save_round, clock=lambda tick: bool(self.new))
+        return loop
+
+    def train(self, tick: Tick) -> None:
+        """The gradient steps owed at this task step: `adapt.train_ratio` counted from the group's first step."""
+        r = self.cfg.replay
+        self.driver.train(self.batches, train_steps_due(tick.env_step, self.cfg.adapt.train_ratio, r.batch_size,
+                                                        r.seq_len))
+
+    def record_episodes(self, tick: Tick) -> None:
+        """Each finished episode's record (with its sequencing counters) and its data into its task's replay."""
+        env_steps, train_steps = tick.env_step, self.driver.train_steps
+        self.new = []
+        for ep in tick.episodes:
+            t = ep.task
+            k = self.group.index(t)
+            if len(self.records[t]) >= self.n_eps:
+                continue  # cannot happen with equal-length episodes; never recorded
+            s_env, s_train = self.starts[t]
+            rec = episode_record(self.agent, t, len(self.records[t]), ep, {
+                "env_step_start": s_env, "env_step_end": env_steps,
+                "train_step_start": s_train, "train_step_end": train_steps})
+            self.starts[t] = (env_steps, train_steps)
+            data = ep.replay_data()
+            self.own[k].add_episode(data)
+            self.new_eps[k].append(data)
+            self.records[t] = self.records[t] + [rec]
+            self.new.append(rec)
+        if tick.faults:  # envs rebuilt, partial episodes dropped: all restart now
+            self.starts = {t: (env_steps, train_steps) for t in self.group}
+        for fault in tick.faults:
+            append_jsonl(self.out / "faults.jsonl", {"tasks": self.group, "env_steps": env_steps, **fault})
+
+    def save_and_log(self, tick: Tick) -> None:
+        """Checkpoint the round, then append its records to episodes.jsonl and log it (exactly-once order)."""
+        self.last = self.driver.metrics.read() or self.last  # raises on a NaN/inf loss before anything is saved
+        saved = {f"t{k}_{key_}": v for k in range(len(self.group)) if self.new_eps[k]
+                 for key_, v in pack_episodes(self.new_eps[k]).items()}
+        train_steps = self.driver.train_steps
+        self.ck.save(sum(len(v) for v in self.records.values()), self.driver.state, replay=saved,
+                     meta={"records": self.records, "env_steps": tick.env_step, "train_steps": train_steps,
+                           "tasks": self.group})
+        for rec in self.new:
+            append_jsonl(self.out / "episodes.jsonl", rec)
+        self.logger.advance(len(self.new), task=",".join(sorted({x["task"] for x in self.new})))
+        self.logger.write({"step": train_steps, "env_steps": tick.env_step,
+                           "episodes_done": min(len(v) for v in self.records.values()),
+                           "success_rate": float(np.mean([x["success"] for x in self.new])), **self.last})

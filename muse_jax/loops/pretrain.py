@@ -1,4 +1,5 @@
-"""Multi-task pre-training (MUSE §3.2.1): collect -> replay -> jitted train step -> log/checkpoint.
+"""Multi-task pre-training (MUSE §3.2.1): collect -> replay -> jitted train step -> log/checkpoint, as
+callbacks on the loop adaptation shares (`run_loop.RunLoop`; clocks: `TrainRatio`, `Every` log/save).
 
 The world model, competence head and actor-critic all learn from the same replay. Acting uses the
 actor ("dreamer" mode) after a random-policy prefill; self-regulation is a deployment-time mechanism
@@ -45,6 +46,7 @@ from muse_jax.errors import CheckpointNotFoundError
 from muse_jax.loops.collect import Collector, Episode
 from muse_jax.loops.jit_cache import memo_jit
 from muse_jax.loops.restore import obs_spec, spec_to_meta
+from muse_jax.loops.run_loop import Every, RunLoop, Tick
 from muse_jax.loops.train_driver import NonFiniteLossError, TrainDriver, TrainRatio
 from muse_jax.replay import Replay, pack_episodes, step_bytes, unpack_episodes
 from muse_jax.run_log import RunLogger, drop_metrics_after
@@ -127,108 +129,156 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
     """
     logdir = Path(logdir)
     check_tasks(cfg.env.suite, cfg.env.tasks)  # a misspelt task fails here, before any work
-    spec = obs_spec(cfg)
-    seed = cfg.train.seed
     if from_step is not None:
         rewind_to(logdir, from_step, echo)
+    ckpt = _open_checkpoints(cfg, logdir)
+    echo(f"replay needs {replay_megabytes(cfg):.1f} MB for {cfg.replay.capacity} steps")
+    total = cfg.train.env_steps if stop_at is None else min(cfg.train.env_steps, stop_at)
+    run = _Pretraining(cfg, logdir, ckpt, total, echo)
+    try:
+        loop = run.loop(act_mode)
+        loop.run(done=lambda env_step: env_step >= total)
+        if run.should_save.last != loop.env_step or ckpt.latest_step() is None:
+            run.save(loop.env_step)
+    finally:
+        run.logger.close()
+        run.collector.close()
+        ckpt.close()
+    return run.result(loop.env_step)
+
+
+def _open_checkpoints(cfg: Config, logdir: Path) -> Checkpointer:
+    """The run's checkpoints; a resume's config is checked before anything is built, so a wrong --logdir
+    fails in a second."""
     ckpt = Checkpointer(logdir / "checkpoints", cfg.train.keep_checkpoints)
-    resuming = ckpt.latest_step() is not None
-    if resuming:  # checked before building anything, so a wrong --logdir fails in a second
-        meta = ckpt.read_meta()
-        diff = resume_conflicts(meta.get("config", {}), cfg)
+    if ckpt.latest_step() is not None:
+        diff = resume_conflicts(ckpt.read_meta().get("config", {}), cfg)
         if diff:
             ckpt.close()
             raise ConfigError(f"{logdir} holds a run with another config (differs in {diff[:5]}); "
                               "use a new --logdir or the same config to resume.")
-    echo(f"replay needs {replay_megabytes(cfg):.1f} MB for {cfg.replay.capacity} steps")
-    learner = A.create_learner(cfg, spec, seed)
-    graphdef, state = learner.graphdef, learner.state
-    replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, parallel.process_seed(seed), context=cfg.replay.context,
-                    online=cfg.replay.online)
-    counters = {"env_steps": 0, "train_steps": 0, "episodes": 0}
-    if resuming:
-        state, replay_state, meta = ckpt.restore(state_template=state)
+    return ckpt
+
+
+class _Pretraining:
+    """One pre-training run's parts (learner, replay, envs, train driver, clocks) and the callbacks the
+    shared `RunLoop` calls after each env step (see the module docstring)."""
+
+    def __init__(self, cfg: Config, logdir: Path, ckpt: Checkpointer, total: int, echo: Callable[[str], None]) -> None:
+        self.cfg, self.logdir, self.ckpt = cfg, logdir, ckpt
+        self.spec, self.seed = obs_spec(cfg), cfg.train.seed
+        learner = A.create_learner(cfg, self.spec, self.seed)
+        self.replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, parallel.process_seed(self.seed),
+                             context=cfg.replay.context, online=cfg.replay.online)
+        self.counters: dict[str, Any] = {"env_steps": 0, "train_steps": 0, "episodes": 0}
+        state = self._restore(learner.state, echo) if ckpt.latest_step() is not None else learner.state
+        self.collector = self._collector(learner.graphdef, state)
+        self.driver = TrainDriver.data_parallel(cfg, learner.graphdef, state, self.counters["train_steps"], self.seed)
+        env_steps = self.counters["env_steps"]
+        drop_metrics_after(logdir / "metrics.jsonl", env_steps)  # rows logged after the checkpoint
+        self.logger = RunLogger(logdir, total=cfg.train.env_steps, initial=env_steps, desc="pretrain")
+        r = cfg.replay
+        # checkpoints from before the rule have no clock: it restarts at the resume step
+        self.should_train = TrainRatio(cfg.train.train_ratio, r.batch_size, r.seq_len,
+                                       self.counters.get("train_ratio_prev"))
+        self.should_log = Every(cfg.train.log_every, env_steps, until=total)
+        self.should_save = Every(cfg.train.save_every, env_steps)
+        self.window: list[Episode] = []  # episodes finished since the last log line
+        self.last_metrics: dict[str, float] = {}  # mean train metrics of the latest log window
+        self._rate_from = (time.time(), env_steps, self.driver.train_steps)
+
+    def _restore(self, state: Any, echo: Callable[[str], None]) -> Any:
+        """Learner state, replay and counters from the newest checkpoint, plus the envs' unfinished
+        episodes there, added cut (see the module docstring)."""
+        state, replay_state, meta = self.ckpt.restore(state_template=state)
         if replay_state is not None:
-            replay.load_state_dict(replay_state)
-        counters.update(meta["counters"])
-        partial = ckpt.restore_partial()
+            self.replay.load_state_dict(replay_state)
+        self.counters.update(meta["counters"])
+        partial = self.ckpt.restore_partial()
         cut = unpack_episodes(partial) if partial is not None else []
-        for ep in cut:  # the envs' unfinished episodes at the checkpoint, cut there (see module doc)
-            replay.add_episode(ep)
-        counters["episodes_cut"] = counters.get("episodes_cut", 0) + len(cut)
-        echo(f"resuming {logdir} at env step {counters['env_steps']} (train step {counters['train_steps']}, "
-             f"{len(replay)} replay steps, {sum(len(ep['reward']) for ep in cut)} of them from {len(cut)} "
-             "unfinished episode(s) cut at the checkpoint)")
+        for ep in cut:
+            self.replay.add_episode(ep)
+        self.counters["episodes_cut"] = self.counters.get("episodes_cut", 0) + len(cut)
+        echo(f"resuming {self.logdir} at env step {self.counters['env_steps']} (train step "
+             f"{self.counters['train_steps']}, {len(self.replay)} replay steps, "
+             f"{sum(len(ep['reward']) for ep in cut)} of them from {len(cut)} unfinished episode(s) cut at the "
+             "checkpoint)")
+        return state
 
-    task_ids = list(range(1, len(cfg.env.tasks) + 1))
-    make_venv = lambda s: make_vector_env(cfg.env.tasks, task_ids, cfg.env, s, round_robin=True)
-    policy = memo_jit("policy", graphdef, None, lambda: A.make_policy_step(graphdef))
-    carry = A.initial_carry(graphdef, state, cfg.env.num_envs)
-    env_seed = parallel.process_seed(seed + counters["env_steps"])
-    collector = Collector(make_venv, policy, carry, list(cfg.env.tasks), env_seed,
-                          task_names=dict(zip(task_ids, cfg.env.tasks, strict=True)))
-    driver = TrainDriver(cfg, graphdef, state, counters["train_steps"], seed)
-    drop_metrics_after(Path(logdir) / "metrics.jsonl", counters["env_steps"])  # rows logged after the checkpoint
-    logger = RunLogger(logdir, total=cfg.train.env_steps, initial=counters["env_steps"], desc="pretrain")
-    total = cfg.train.env_steps if stop_at is None else min(cfg.train.env_steps, stop_at)
-    window: list[Episode] = []
-    has_success = cfg.env.suite in SUITES_WITH_SUCCESS
-    last_metrics: dict[str, float] = {}  # mean train metrics of the latest log window
-    env_steps = counters["env_steps"]
-    last_log, last_save = env_steps, env_steps
-    t_log, steps_log, train_log = time.time(), env_steps, driver.train_steps
-    r = cfg.replay
-    # checkpoints from before the rule have no clock: it restarts at the resume step
-    schedule = TrainRatio(cfg.train.train_ratio, r.batch_size, r.seq_len, counters.get("train_ratio_prev"))
+    def _collector(self, graphdef: Any, state: Any) -> Collector:
+        cfg = self.cfg
+        task_ids = list(range(1, len(cfg.env.tasks) + 1))
+        make_venv = lambda s: make_vector_env(cfg.env.tasks, task_ids, cfg.env, s, round_robin=True)
+        policy = memo_jit("policy", graphdef, None, lambda: A.make_policy_step(graphdef))
+        carry = A.initial_carry(graphdef, state, cfg.env.num_envs)
+        env_seed = parallel.process_seed(self.seed + self.counters["env_steps"])
+        return Collector(make_venv, policy, carry, list(cfg.env.tasks), env_seed,
+                         task_names=dict(zip(task_ids, cfg.env.tasks, strict=True)))
 
-    def save() -> None:
+    def loop(self, act_mode: str) -> RunLoop:
+        """The shared loop with pre-training's callbacks: store episodes, train by the ratio, log, save."""
+        cfg, driver = self.cfg, self.driver
+        act = lambda env_step: (parallel.host_local(driver.state),
+                                "random" if env_step < cfg.train.prefill else act_mode)
+        loop = RunLoop(self.collector, act, self.counters["env_steps"], self.collector.num_envs)
+        loop.on_step(self.store_episodes)
+        loop.on_step(self.train, clock=self.ready_to_train)
+        loop.on_step(lambda tick: self.logger.advance(self.collector.num_envs, train=driver.train_steps))
+        loop.on_step(self.log, clock=self.should_log)
+        loop.on_step(lambda tick: self.save(tick.env_step), clock=self.should_save)
+        return loop
+
+    def store_episodes(self, tick: Tick) -> None:
+        for ep in tick.episodes:
+            self.replay.add_episode(ep.data, ep.success_T)
+            self.window.append(ep)
+            self.counters["episodes"] += 1
+        if tick.faults:  # an env crash may be NaN actions from a NaN loss: name the loss
+            self.driver.metrics.check()
+
+    def ready_to_train(self, tick: Tick) -> bool:
+        """dreamerv3 starts once replay holds B * T steps; its replay counts every step as it arrives, ours
+        stores finished episodes, so: B * T env steps collected and one chunk to sample (the same step
+        whether or not the run was killed and resumed in between)."""
+        r = self.cfg.replay
+        return self.should_train.started or (tick.env_step >= r.batch_size * r.seq_len and self.replay.can_sample())
+
+    def train(self, tick: Tick) -> None:
+        self.driver.train(self.replay, self.driver.train_steps + self.should_train(tick.env_step))
+
+    def log(self, tick: Tick) -> None:
+        """One metrics.jsonl line: counters, the window's mean train metrics and episode stats, throughput."""
+        driver, env_steps = self.driver, tick.env_step
+        t0, steps0, train0 = self._rate_from
+        dt = max(time.time() - t0, 1e-9)
+        self.last_metrics = driver.metrics.read() or self.last_metrics  # the one device read per log point
+        has_success = self.cfg.env.suite in SUITES_WITH_SUCCESS
+        record = {"step": env_steps, "env_steps": env_steps, "train_steps": driver.train_steps,
+                  "episodes": self.counters["episodes"],
+                  "replay_steps": len(self.replay), "env_restarts": len(self.collector.faults),
+                  **self.last_metrics, **recent_stats(self.window, list(self.cfg.env.tasks), has_success),
+                  "env_steps_per_s": (env_steps - steps0) / dt,
+                  "train_steps_per_s": (driver.train_steps - train0) / dt}
+        self.logger.write(record)
+        self.window = []
+        self._rate_from = (time.time(), env_steps, driver.train_steps)
+
+    def save(self, env_steps: int) -> None:
+        driver = self.driver
         driver.metrics.check()  # a NaN/inf since the last read stops the run here: never saved
         driver.flush_context()  # the saved replay holds the latest training posteriors
-        counters.update(env_steps=env_steps, train_steps=driver.train_steps, train_ratio_prev=schedule.prev)
+        self.counters.update(env_steps=env_steps, train_steps=driver.train_steps,
+                             train_ratio_prev=self.should_train.prev)
+        cfg, replay = self.cfg, self.replay
         # orbax cannot store zero-size arrays: before the first finished episode there is no replay to save
-        ckpt.save(env_steps, driver.state, replay=replay.state_dict() if replay.num_episodes else None,
-                  meta={"config": cfg.to_dict(), "spec": spec_to_meta(spec), "seed": seed, "counters": dict(counters),
-                        "agent": cfg.agent},
-                  partial=partial_state(collector.partial_episodes()))
+        self.ckpt.save(env_steps, driver.state, replay=replay.state_dict() if replay.num_episodes else None,
+                       meta={"config": cfg.to_dict(), "spec": spec_to_meta(self.spec), "seed": self.seed,
+                             "counters": dict(self.counters), "agent": cfg.agent},
+                       partial=partial_state(self.collector.partial_episodes()))
 
-    try:
-        while env_steps < total:
-            mode = "random" if env_steps < cfg.train.prefill else act_mode
-            n_faults = len(collector.faults)
-            for ep in collector.step(parallel.host_local(driver.state), mode):
-                replay.add_episode(ep.data, ep.success_T)
-                window.append(ep)
-                counters["episodes"] += 1
-            if len(collector.faults) > n_faults:  # an env crash may be NaN actions from a NaN loss: name the loss
-                driver.metrics.check()
-            env_steps += collector.num_envs
-            # dreamerv3 starts once replay holds B * T steps; its replay counts every step as it arrives, ours
-            # stores finished episodes, so: B * T env steps collected and one chunk to sample (the same step
-            # whether or not the run was killed and resumed in between)
-            if schedule.started or (env_steps >= r.batch_size * r.seq_len and replay.can_sample()):
-                driver.train(replay, driver.train_steps + schedule(env_steps))
-            logger.advance(collector.num_envs, train=driver.train_steps)
-            if env_steps - last_log >= cfg.train.log_every or env_steps >= total:
-                dt = max(time.time() - t_log, 1e-9)
-                last_metrics = driver.metrics.read() or last_metrics  # the one device read per log point
-                record = {"step": env_steps, "env_steps": env_steps, "train_steps": driver.train_steps,
-                          "episodes": counters["episodes"],
-                          "replay_steps": len(replay), "env_restarts": len(collector.faults),
-                          **last_metrics, **recent_stats(window, list(cfg.env.tasks), has_success),
-                          "env_steps_per_s": (env_steps - steps_log) / dt,
-                          "train_steps_per_s": (driver.train_steps - train_log) / dt}
-                logger.write(record)
-                window, last_log = [], env_steps
-                t_log, steps_log, train_log = time.time(), env_steps, driver.train_steps
-            if env_steps - last_save >= cfg.train.save_every:
-                save()
-                last_save = env_steps
-        if last_save != env_steps or ckpt.latest_step() is None:
-            save()
-    finally:
-        logger.close()
-        collector.close()
-        ckpt.close()
-    last_metrics = driver.metrics.read() or last_metrics
-    counters.update(env_steps=env_steps, train_steps=driver.train_steps, train_ratio_prev=schedule.prev)
-    return {"counters": counters, "metrics": last_metrics}
+    def result(self, env_steps: int) -> dict[str, Any]:
+        """The final counters and the last train metrics (`pretrain`'s return value)."""
+        self.last_metrics = self.driver.metrics.read() or self.last_metrics
+        self.counters.update(env_steps=env_steps, train_steps=self.driver.train_steps,
+                             train_ratio_prev=self.should_train.prev)
+        return {"counters": self.counters, "metrics": self.last_metrics}

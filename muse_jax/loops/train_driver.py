@@ -13,8 +13,8 @@ written after it, whichever step it appeared at.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +26,8 @@ from muse_jax.errors import NonFiniteLossError
 from muse_jax.loops.jit_cache import memo_jit
 from muse_jax.replay import Replay
 
-__all__ = ["DeviceMetrics", "NonFiniteLossError", "TrainDriver", "TrainRatio", "check_finite", "train_steps_due"]
+__all__ = ["Batches", "DeviceMetrics", "NonFiniteLossError", "ReplayBatches", "TrainDriver", "TrainRatio",
+           "check_finite", "make_task_train_step", "train_steps_due"]
 
 
 def train_steps_due(env_steps: int, train_ratio: float, batch_size: int, seq_len: int) -> int:
@@ -134,51 +135,112 @@ class DeviceMetrics:
         return {k: float(v) / n for k, v in acc["sum"].items()}
 
 
-class TrainDriver:
-    """Owns the learner state and runs the owed gradient steps on replay batches (data-parallel over
-    every local device); metrics are kept in `metrics` (DeviceMetrics) until read."""
+class Batches(Protocol):
+    """Where a driver's batches come from and where their training posteriors go back to."""
 
-    def __init__(self, cfg: Config, graphdef: Any, state: Any, train_steps: int, seed: int) -> None:
-        self.cfg, self.train_steps = cfg, int(train_steps)
-        self.mesh = parallel.make_mesh()
-        parallel.check_batch_size(cfg.replay.batch_size, self.mesh)
-        # several hosts: this host's copy becomes the global replicated state (one host: jit places it)
-        multi = parallel.is_multi_process()
-        self.state = parallel.shard_state(state, self.mesh, cfg.parallel.param_sharding) if multi else state
-        self.rows = parallel.local_batch_size(cfg.replay.batch_size, self.mesh)  # this process's rows of the batch
-        self._shard = lambda b: parallel.shard_batch(b, self.mesh)
-        self._fn = memo_jit("train", graphdef, self.mesh, lambda: A.make_train_step(cfg, graphdef, self.mesh, state))
-        self._key = jax.random.key(seed + 1)
+    def can_sample(self) -> bool: ...
+
+    def sample(self) -> tuple[Any, Any]:
+        """(batch, where): `where` tells `write_back` which stored steps the batch rows came from."""
+
+    def write_back(self, where: Any, context: Any) -> None:
+        """Store the training posteriors (deter, stoch) of the rows `where` names (dreamerv3 `replay.update`)."""
+
+
+class ReplayBatches:
+    """Pre-training's batches: this process's rows of one replay, sharded over the device mesh."""
+
+    def __init__(self, replay: Replay, rows: int, shard: Callable[[Any], Any]) -> None:
+        self.replay, self.rows, self.shard = replay, rows, shard
+
+    def can_sample(self) -> bool:
+        return self.replay.can_sample()
+
+    def sample(self) -> tuple[Any, list]:
+        return self.shard(self.replay.sample(self.rows)), self.replay.last_positions
+
+    def write_back(self, where: list, context: Any) -> None:
+        deter, stoch = context
+        self.replay.write_back(where, jax.device_get(deter), jax.device_get(stoch))
+
+
+class TrainDriver:
+    """Owns the learner state and runs the owed gradient steps on batches from a `Batches` source;
+    metrics are kept in `metrics` (DeviceMetrics) until read. Pre-training (`data_parallel`) and
+    adaptation (`task_stacked`) both train through it.
+
+    `write_back` says when a step's training posteriors go back into replay (replay context, dreamerv3
+    `replay.update`): "late" queues them until the next `train` call or `flush_context`, so reading them
+    does not stall dispatch; "now" writes them before the next batch is drawn; "never" drops them."""
+
+    def __init__(self, step_fn: Callable, state: Any, train_steps: int, key: jax.Array, *, tasks: int | None = None,
+                 write_back: str = "late", mesh: Any = None, rows: int | None = None) -> None:
+        self._fn, self.state, self.train_steps, self._key = step_fn, state, int(train_steps), key
+        self._tasks, self._write_back, self.mesh, self.rows = tasks, write_back, mesh, rows
         self._compiled = False
         self.metrics = DeviceMetrics()
-        # training posteriors waiting to be written back into replay (replay context, dreamerv3 replay.update);
-        # several hosts: each host's rows of the replicated output are not split out, so none are written
-        self._write_back = cfg.replay.context and not parallel.is_multi_process()
-        self._pending: list[tuple[Replay, list, Any]] = []
+        self._pending: list[tuple[Batches, Any, Any]] = []
+
+    @classmethod
+    def data_parallel(cls, cfg: Config, graphdef: Any, state: Any, train_steps: int, seed: int) -> TrainDriver:
+        """Pre-training's driver: one learner, each batch split over every local device (and host)."""
+        mesh = parallel.make_mesh()
+        parallel.check_batch_size(cfg.replay.batch_size, mesh)
+        fn = memo_jit("train", graphdef, mesh, lambda: A.make_train_step(cfg, graphdef, mesh, state))
+        # several hosts: this host's copy becomes the global replicated state (one host: jit places it), and
+        # each host's rows of the replicated posteriors are not split out, so none are written back
+        multi = parallel.is_multi_process()
+        placed = parallel.shard_state(state, mesh, cfg.parallel.param_sharding) if multi else state
+        return cls(fn, placed, train_steps, jax.random.key(seed + 1), mesh=mesh,
+                   rows=parallel.local_batch_size(cfg.replay.batch_size, mesh),  # this process's rows of the batch
+                   write_back="late" if cfg.replay.context and not multi else "never")
+
+    @classmethod
+    def task_stacked(cls, graphdef: Any, state: Any, train_steps: int, key: jax.Array, tasks: int) -> TrainDriver:
+        """Adaptation's driver: `state` is K task learners stacked on a leading axis, each batch [K, B, T..]
+        and each step's key split K ways; posteriors are written back at once, before the next batch."""
+        fn = memo_jit("task_train", graphdef, None, lambda: make_task_train_step(graphdef))
+        return cls(fn, state, train_steps, key, tasks=tasks, write_back="now")
+
+    def replay_batches(self, replay: Replay) -> ReplayBatches:
+        """Pre-training's batch source for `replay`."""
+        return ReplayBatches(replay, self.rows, lambda b: parallel.shard_batch(b, self.mesh))
 
     def flush_context(self) -> None:
         """Write the queued training posteriors back into replay (one device read per queued step)."""
-        for replay, positions, (deter, stoch) in self._pending:
-            replay.write_back(positions, jax.device_get(deter), jax.device_get(stoch))
+        for source, where, context in self._pending:
+            source.write_back(where, context)
         self._pending = []
 
-    def train(self, replay: Replay, due: int) -> int:
+    def _step_key(self) -> jax.Array:
+        key = jax.random.fold_in(self._key, self.train_steps)
+        return key if self._tasks is None else jax.random.split(key, self._tasks)
+
+    def train(self, source: Batches | Replay, due: int) -> int:
         """Gradient steps until `due` is reached; returns how many ran. Metrics are not read back; the
         previous call's training posteriors are written back into replay first (by then the device has
-        computed them, so this does not stall dispatch)."""
+        computed them, so this does not stall dispatch). A Replay is read as `replay_batches(replay)`."""
+        if isinstance(source, Replay):
+            source = self.replay_batches(source)
         self.flush_context()
         n = 0
-        while self.train_steps < due and replay.can_sample():
-            batch = self._shard(replay.sample(self.rows))
-            positions = replay.last_positions
-            key = jax.random.fold_in(self._key, self.train_steps)
+        while self.train_steps < due and source.can_sample():
+            batch, where = source.sample()
+            key = self._step_key()
             if not self._compiled:  # several hosts: all start the first step together (parallel.meet)
                 self._fn, self._compiled = parallel.compile_then_meet(self._fn, self.state, batch, key), True
             self.state, metrics = self._fn(self.state, batch, key)
             metrics, context = A.pop_context(metrics)
-            if context is not None and self._write_back:
-                self._pending.append((replay, positions, context))
-            self.metrics.add(metrics, self.train_steps)
+            if context is not None and self._write_back == "now":
+                source.write_back(where, context)
+            elif context is not None and self._write_back == "late":
+                self._pending.append((source, where, context))
+            self.metrics.add(metrics, self.train_steps)  # adaptation: [K] per metric
             self.train_steps += 1
             n += 1
         return n
+
+
+def make_task_train_step(graphdef: Any) -> Callable:
+    """jit(vmap(train_step)) over the task axis, state donated: (state [K..], batch [K,B,T..], keys [K])."""
+    return jax.jit(jax.vmap(lambda st, batch, key: A.train_step(graphdef, st, batch, key)), donate_argnums=0)

@@ -121,6 +121,15 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
     records = list(read_jsonl(out / "episodes.jsonl"))
     assert len(records) == 6
     check_sequential(records, cfg, 3)
+    # the shared loop's adaptation clock: for the budget of 3 episodes per task, the group ran exactly the
+    # steps the ratio owes from its first step (no start rule), and logged one line per round
+    ck = Checkpointer(adapt_mod.group_dir(out, tasks) / "checkpoints", read_only=True)
+    _, _, meta = ck.restore()
+    ck.close()
+    r_ = cfg.replay
+    assert meta["env_steps"] == sum(x["length"] for x in records if x["task"] == tasks[0])
+    assert meta["train_steps"] == train_steps_due(meta["env_steps"], cfg.adapt.train_ratio, r_.batch_size, r_.seq_len)
+    assert [x["step"] for x in read_jsonl(out / "metrics.jsonl")] == sorted({x["train_step_end"] for x in records})
     L = cfg.env.max_episode_steps
     for r in records:
         assert len(r["signal"]) == L + 1 and len(r["quantile"]) == L + 1 and len(r["psi1"]) == L + 1

@@ -60,7 +60,7 @@ def test_training_posteriors_are_written_back_into_replay_only_with_replay_conte
         ep["deter"] = np.zeros((16, cfg.model.deter), np.float16)
         ep["stoch"] = np.zeros((16, cfg.model.stoch), np.uint8)
         replay.add_episode(ep)
-    driver = TrainDriver(cfg, learner.graphdef, learner.state, 0, seed=0)
+    driver = TrainDriver.data_parallel(cfg, learner.graphdef, learner.state, 0, seed=0)
     assert driver.train(replay, 3) == 3
     driver.flush_context()
     written = sum(int(np.abs(ep["deter"]).sum() > 0) for ep in replay._episodes)

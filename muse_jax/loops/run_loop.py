@@ -1,0 +1,81 @@
+"""The one acting-and-training loop of pre-training and adaptation, in the manner of DreamerV3's
+`embodied/run/train.py`: step every env once, then run the registered callbacks in the order they
+were registered, each behind its clock (there: `driver.on_step(...)`, `should_train`, `should_log`,
+`should_save`).
+
+Why one loop: pre-training and adaptation differ in what they do after an env step (which replay an
+episode goes to, when the train ratio starts, when they log and save), not in how the steps
+follow one another. Each run builds its callbacks and clocks; the loop only keeps the order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from muse_jax.loops.collect import Collector, Episode
+
+__all__ = ["Every", "RunLoop", "Tick"]
+
+
+class Every:
+    """True once `every` env steps have passed since it last fired (embodied's `LocalClock`), and at every
+    step from `until` on (the last step of a run is always logged). `last` is where the run starts."""
+
+    def __init__(self, every: int, last: int, until: int | None = None) -> None:
+        self.every, self.last, self.until = every, last, until
+
+    def __call__(self, tick: Tick) -> bool:
+        step = tick.env_step
+        if step - self.last >= self.every or (self.until is not None and step >= self.until):
+            self.last = step
+            return True
+        return False
+
+
+@dataclasses.dataclass
+class Tick:
+    """What one loop step did: the env-step counter after it, the episodes it finished, the env faults
+    it hit (the collector rebuilt its envs for each; their unfinished episodes were dropped)."""
+
+    env_step: int
+    episodes: list[Episode]
+    faults: list[dict[str, Any]]
+
+
+class RunLoop:
+    """Collect one step in every env of `collector`, then the registered callbacks, until `done`.
+
+    `act(env_step) -> (learner state, policy mode)` gives the policy its weights and mode for the next
+    step; `env_step` is the counter the run resumes from, advanced by `steps_per_tick` per step (the
+    number of envs in pre-training; one per task in adaptation, which counts each task's own steps)."""
+
+    def __init__(self, collector: Collector, act: Callable[[int], tuple[Any, str]], env_step: int,
+                 steps_per_tick: int) -> None:
+        self.collector, self.act = collector, act
+        self.env_step, self.steps_per_tick = env_step, steps_per_tick
+        self._callbacks: list[tuple[Callable[[Tick], Any] | None, Callable[[Tick], Any]]] = []
+        self._stopped = False
+
+    def on_step(self, fn: Callable[[Tick], Any], clock: Callable[[Tick], Any] | None = None) -> None:
+        """Call `fn(tick)` after every env step on which `clock(tick)` is true (always without a clock)."""
+        self._callbacks.append((clock, fn))
+
+    def stop(self) -> None:
+        """End `run` after the current step's callbacks (a callback's way to stop the run early)."""
+        self._stopped = True
+
+    def run(self, done: Callable[[int], bool]) -> bool:
+        """Loop until `done(env_step)`; False when a callback called `stop` first."""
+        while not done(self.env_step):
+            n_faults = len(self.collector.faults)
+            episodes = self.collector.step(*self.act(self.env_step))
+            self.env_step += self.steps_per_tick
+            tick = Tick(self.env_step, episodes, self.collector.faults[n_faults:])
+            for clock, fn in self._callbacks:
+                if clock is None or clock(tick):
+                    fn(tick)
+            if self._stopped:
+                return False
+        return True
