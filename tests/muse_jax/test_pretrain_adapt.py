@@ -289,3 +289,21 @@ def test_image_episodes_flow_into_replay_batches(cfg):
     first = replay.state_dict()
     np.testing.assert_array_equal(first["action"][0], 0.0)  # no action precedes an episode's first step
     np.testing.assert_array_equal(first["action"][1], 0.5)
+
+
+def test_online_replay_puts_fresh_chunks_into_pretraining_batches(cfg, tmp_path, monkeypatch):
+    """`replay.online: true` reaches pre-training's replay, and its batches then take the fresh chunks."""
+    from muse_jax.replay import Replay
+
+    fresh_rows: list[int] = []
+
+    class Recording(Replay):
+        def _pop_fresh(self, n):
+            out = super()._pop_fresh(n)
+            fresh_rows.append(len(out))
+            return out
+
+    monkeypatch.setattr(pre, "Replay", Recording)
+    budget = cfg.replace({"replay.online": True, "replay.seq_len": 8, "train.train_ratio": 64})
+    pre._pretrain(budget, tmp_path / "online", stop_at=150, echo=lambda s: None)
+    assert fresh_rows and sum(fresh_rows) > 0  # (the default, no queue, is pinned in test_replay.py)
