@@ -27,10 +27,11 @@ CONFIG_DIR = Path(__file__).resolve().parent / "named"
 
 CONFIG_KEYS_FREE_ON_RESUME = (
     "train.env_steps", "train.log_every", "train.save_every", "train.keep_checkpoints",
-    "optim.lr", "optim.warmup", "optim.agc",
+    "optim.lr", "optim.warmup", "optim.agc", "replay.capacity",
 )
-"""Settings a resumed run may change (extend training; lower a learning rate after a NaN stop, as the
-NaN message advises); every other key must match the saved run."""
+"""Settings a resumed run may change (extend training, with replay room to match; lower a learning rate
+after a NaN stop, as the NaN message advises); every other key must match the saved run. A smaller
+`replay.capacity` evicts the oldest episodes when the replay is restored."""
 
 KEYS_ADDED_WITH_OLD_BEHAVIOUR: dict[str, Any] = {"replay.online": False}
 """Settings added after runs were saved, with the value that reproduces what the code did before they

@@ -134,5 +134,6 @@ def test_resume_reads_a_key_added_later_as_the_old_behaviour_and_refuses_a_real_
     assert KEYS_ADDED_WITH_OLD_BEHAVIOUR["replay.online"] is False
     assert resume_conflicts(saved, cfg) == []
     assert resume_conflicts(saved, cfg.replace({"replay.online": True})) == ["replay.online"]
+    assert resume_conflicts(saved, cfg.replace({"replay.capacity": 2 * cfg.replay.capacity})) == []  # room to extend
     del saved["behavior"]["actent"]  # a key that is not listed is still a conflict
     assert "behavior.actent" in resume_conflicts(saved, cfg)
