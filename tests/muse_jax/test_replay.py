@@ -171,7 +171,10 @@ def test_online_queue_trains_every_fresh_chunk_once_first():
     off = Replay(1000, 4, seed=0)  # default: no queue, uniform from the first row
     off.add_episode(_with_latents(10, 1.0))
     off.add_episode(_with_latents(8, 2.0))
-    rows = {(id(ep), o) for _ in range(20) for ep, o in (off.sample(3) and off.last_positions)}
+    rows = set()
+    for _ in range(20):
+        off.sample(3)
+        rows |= {(id(ep), o) for ep, o in off.last_positions}
     assert len(rows) > 4  # starts drawn over every valid offset, not only the chunk grid
 
 
