@@ -342,9 +342,24 @@ def plot(path: Path, png: Path, suite: str, task: str) -> bool:
     return True
 
 
+def train_seed(cfg: Any, run: Path, agent: str) -> float:
+    """Train (or resume) one seed's run folder to the budget, holding its lock; returns the wall seconds."""
+    from muse_common.run_lock import run_folder_lock
+    from muse_jax.loops.pretrain import pretrain
+
+    t = time.time()
+    with run_folder_lock(run, flag="--runs"):
+        pretrain(cfg, run, echo=lambda s: print(s, file=sys.stderr), act_mode="muse" if agent == "muse" else "dreamer")
+    return round(time.time() - t, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from muse_common.run_lock import RunFolderBusy
     from muse_jax.config import ConfigError
+    from muse_jax.errors import CheckpointError, NonFiniteLossError
+
+    stops = (ConfigError, CheckpointError, RunFolderBusy, NonFiniteLossError)
 
     try:
         cfgs = {seed: build_config(args, seed) for seed in args.seeds}
@@ -354,7 +369,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError, ImportError) as e:
         print(f"learning_curve: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
-    from muse_jax.loops.pretrain import pretrain
     from muse_jax.parallel import enable_compilation_cache
 
     enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/muse_jax/xla"))
@@ -373,10 +387,11 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         run = runs / f"{args.agent}_seed{seed}"
         if not args.plot_only:
-            t = time.time()
-            mode = "muse" if args.agent == "muse" else "dreamer"
-            pretrain(cfgs[seed], run, echo=lambda s: print(s, file=sys.stderr), act_mode=mode)
-            walls[seed] = round(time.time() - t, 1)
+            try:
+                walls[seed] = train_seed(cfgs[seed], run, args.agent)
+            except stops as e:  # a refused resume, a busy folder, a diverged loss: one line, finished seeds kept
+                print(f"learning_curve: error: seed {seed}: {' '.join(str(e).split())}", file=sys.stderr)
+                return 2
         written += append_new(out, run_lines(run, cfgs[seed], args, seed, machine(), sha))
         plot(out, png, args.suite, args.task)  # after every seed, so a long command shows progress
     plotted = plot(out, png, args.suite, args.task)

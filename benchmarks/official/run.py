@@ -22,7 +22,9 @@ to jsonl only, DMC proprio without the per-step render (see official_entry.py).
 
 Resumable: rerunning the same command continues each unfinished seed from the official checkpoint
 (`--run.save_every` seconds apart) and appends only windows not yet in the output file (key: impl,
-seed, env_steps). Runs live in `runs/official/<suite>_<task>/seed<N>/` (logdir, events.jsonl, run.log).
+seed, env_steps). A seed is finished when its `done.json` records a budget at least the requested
+`--env-steps`; a larger one resumes it from its checkpoint to the new end. Runs live in
+`runs/official/<suite>_<task>/seed<N>/` (logdir, events.jsonl, run.log).
 The last line printed is one JSON summary object.
 """
 
@@ -174,6 +176,18 @@ def machine_string() -> str:
     return f"cpu {os.cpu_count()}-core, load {load:.1f}"
 
 
+def finished_budget(summary: dict[str, Any], events: list[dict[str, Any]], log_every: int) -> int:
+    """The agent steps a finished seed (its `done.json` summary) was run to.
+
+    A summary written before this key existed is read as the end of the window of its last episode: the
+    official run stops at `run.steps`, and its last episodes end inside the last window.
+    """
+    if "env_steps_total" in summary:
+        return int(summary["env_steps_total"])
+    last = max((int(e["env_steps"]) for e in events), default=0)
+    return math.ceil(last / log_every) * log_every
+
+
 def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
     """Run (or resume) one seed to the end, converting its log into `out` while it runs."""
     python, src = official_paths(args.official_venv)
@@ -189,8 +203,11 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
         return append_new_lines(out, lines)
 
     if done.exists():
-        convert(True)
-        return json.loads(done.read_text())
+        summary = json.loads(done.read_text())
+        if finished_budget(summary, read_jsonl(events), budget["log_every"]) >= int(budget["env_steps_total"]):
+            convert(True)
+            return summary
+        done.unlink()  # a longer budget than the finished run's: resume it from its checkpoint to the new end
     if args.convert_only:  # a run going on elsewhere (or killed): its complete windows so far
         return {"seed": seed, "ok": None, "new_lines": convert(False)}
     cmd = official_command(python, src, args.suite, args.task, seed, budget, rundir / "logdir", events)
@@ -215,7 +232,8 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
     convert(True)
     ev = read_jsonl(events)
     summary = {"seed": seed, "ok": True, "episodes": len(ev), "wall_s_this_call": round(time.time() - t0, 1),
-               "wall_s": ev[-1]["wall_s"] if ev else None, "train_steps": ev[-1]["train_steps"] if ev else None}
+               "wall_s": ev[-1]["wall_s"] if ev else None, "train_steps": ev[-1]["train_steps"] if ev else None,
+               "env_steps_total": int(budget["env_steps_total"])}
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps(summary))
     os.replace(tmp, done)

@@ -56,6 +56,20 @@ def test_tiny_curve_writes_lines_and_png_and_rerun_adds_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["lines_written"] == 0
     assert [json.loads(x) for x in out.read_text().splitlines()] == lines
+    # a resume with another config is refused in one line naming the key, and the file is left as it was
+    changed = [*TINY[:TINY.index("--train-ratio") + 1], "16", *TINY[TINY.index("--train-ratio") + 2:]]
+    proc = _run(*changed, "--out", str(out), "--runs", str(runs), timeout=300)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert err[-1].startswith("learning_curve: error: seed 0:") and "train_ratio" in err[-1], err[-1]
+    # a seed folder another process is writing: one line naming that process, nothing trained or written
+    from muse_common.run_lock import run_folder_lock
+
+    with run_folder_lock(runs / "dreamer_seed0"):
+        proc = _run(*TINY, "--out", str(out), "--runs", str(runs), timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "in use by PID" in proc.stderr.strip().splitlines()[-1] and "--runs" in proc.stderr
+    assert [json.loads(x) for x in out.read_text().splitlines()] == lines
 
 
 def test_published_dmc_curve_is_in_agent_steps(tmp_path, monkeypatch):

@@ -120,3 +120,51 @@ def test_official_command_carries_the_budget():
     assert flags["--run.train_ratio"] == "32.0" and flags["--batch_size"] == "16" and flags["--batch_length"] == "64"
     assert flags["--run.envs"] == "2" and flags["--run.steps"] == "1000" and flags["--repeat"] == "2"
     assert flags["--jax.platform"] == "cpu" and flags["--seed"] == "1" and "size1m" in cmd
+
+
+FAKE_OFFICIAL = """
+import json, sys
+steps, events = int(sys.argv[1]), sys.argv[2]
+have = [json.loads(x) for x in open(events)] if __import__('os').path.exists(events) else []
+start = have[-1]["env_steps"] if have else 0
+with open(events, "a") as f:
+    for step in range(start + 100, steps + 1, 100):  # one 100-step episode per 100 agent steps, resuming
+        f.write(json.dumps({"env_steps": step, "worker": 0, "score": float(step), "success": None,
+                            "length": 100, "train_steps": step // 10, "wall_s": step / 100}) + "\\n")
+"""
+
+
+def test_a_longer_budget_resumes_a_finished_seed_without_empty_windows(tmp_path, monkeypatch):
+    """A seed finished at 300 steps, asked again for 500: the runner resumes it (not 'done'), and the new
+    windows hold the new episodes; a legacy done.json without its budget is read from its last window."""
+    script = tmp_path / "fake_official.py"
+    script.write_text(FAKE_OFFICIAL)
+    monkeypatch.setattr(official, "official_available", lambda venv=None: None)
+    monkeypatch.setattr(official, "official_command",
+                        lambda python, src, suite, task, seed, budget, logdir, events, save_every_s=300:
+                        [official.sys.executable, str(script), str(budget["env_steps_total"]), str(events)])
+
+    def run(steps):
+        return official.main(["--suite", "gym", "--task", "Pendulum-v1", "--seeds", "0", "--env-steps", str(steps),
+                              "--log-every", "100", "--poll-s", "0.1", "--out-dir", str(tmp_path / "out"),
+                              "--runs-dir", str(tmp_path / "runs")])
+
+    out = tmp_path / "out" / "gym_Pendulum-v1.jsonl"
+    done = tmp_path / "runs" / "gym_Pendulum-v1" / "seed0" / "done.json"
+    assert run(300)["runs"][0]["ok"] and json.loads(done.read_text())["env_steps_total"] == 300
+    rows = official.read_jsonl(out)
+    assert [(r["env_steps"], r["score"]) for r in rows] == [(100, 100.0), (200, 200.0), (300, 300.0)]
+    summary = run(500)
+    assert summary["runs"][0]["ok"] and summary["final_scores"] == {0: 500.0}
+    assert [(r["env_steps"], r["score"]) for r in official.read_jsonl(out)][3:] == [(400, 400.0), (500, 500.0)]
+    assert run(500)["runs"][0] == json.loads(done.read_text())  # finished at this budget: nothing reruns
+    legacy = {k: v for k, v in json.loads(done.read_text()).items() if k != "env_steps_total"}
+    done.write_text(json.dumps(legacy))
+    assert run(500)["runs"][0] == legacy and len(official.read_jsonl(out)) == 5
+
+
+def test_finished_budget_of_a_legacy_summary_is_its_last_window():
+    events = [_event(1900, 1.0), _event(4000, 2.0)]
+    assert official.finished_budget({}, events, 2000) == 4000
+    assert official.finished_budget({"env_steps_total": 14000}, events, 2000) == 14000
+    assert official.finished_budget({}, [], 2000) == 0
