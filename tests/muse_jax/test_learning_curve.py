@@ -97,3 +97,33 @@ def test_bad_input_is_one_clear_line(tmp_path, flags, words):
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and all(w in err[0] for w in words), err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def _line(impl, seed, step, score):
+    return {"impl": impl, "agent": "dreamer" if impl != "random" else "random", "seed": seed, "env_steps": step,
+            "score": score}
+
+
+def test_target_is_judged_at_the_last_window_every_seed_of_both_has():
+    sys.path.insert(0, str(REPO))
+    import benchmarks.learning_curve as lc
+
+    rand = {**_line("random", 0, 0, 40.0), "score_max": 100.0}
+    lines = [rand, _line("muse_jax", 0, 2000, 150.0), _line("muse_jax", 1, 2000, 130.0),
+             _line("muse_jax", 0, 4000, 210.0),  # seed 1 has no 4k value: the final point is 2k
+             _line("official", 0, 2000, 170.0), _line("official", 1, 2000, 140.0), _line("official", 1, 4000, 300.0)]
+    got = lc.judge_target(lines)
+    assert got["env_steps"] == 2000 and got["judged"] and got["target_met"]
+    assert got["ours"]["mean"] == 140.0 and got["official"]["spread"] == 30.0  # 140 >= 155 - 30
+    lines[1]["score"] = 90.0  # seed 0 below the best random episode: not clearly above random
+    got = lc.judge_target(lines)
+    assert got["ours"]["above_random"] is False and got["target_met"] is False
+    lines[1]["score"], lines[4]["score"] = 150.0, 300.0  # official 220 +- 160: 140 still >= 60
+    assert lc.judge_target(lines)["target_met"]
+    lines[5]["score"] = 290.0  # official 295 +- 10: 140 < 285
+    got = lc.judge_target(lines)
+    assert got["ours_at_least_official_minus_spread"] is False and got["target_met"] is False
+    one_seed = [x for x in lines if x["seed"] == 0]
+    got = lc.judge_target(one_seed)
+    assert not got["judged"] and "fewer than 2 seeds" in got["reason"] and "target_met" not in got
+    assert not lc.judge_target([rand, *[x for x in lines if x["impl"] == "muse_jax"]])["judged"]
