@@ -93,6 +93,11 @@ def test_tiny_official_run_writes_curve_lines_and_resumes_without_duplicates(tmp
     assert all(r["impl"] == "official" and r["frames"] == 2 * r["env_steps"] for r in rows)
     official.main(argv)  # finished: a rerun adds nothing
     assert len(official.read_jsonl(tmp_path / "out" / "gym_Pendulum-v1.jsonl")) == 3
+    # a longer budget resumes the finished seed from its checkpoint; the new window holds new episodes
+    longer = official.main([*argv[:argv.index("--env-steps") + 1], "400", *argv[argv.index("--env-steps") + 2:]])
+    rows = official.read_jsonl(tmp_path / "out" / "gym_Pendulum-v1.jsonl")
+    assert longer["runs"][0]["ok"] and [r["env_steps"] for r in rows] == [100, 200, 300, 400]
+    assert rows[-1]["episodes"] >= 1 and rows[-1]["train_steps"] > rows[2]["train_steps"]
 
 
 def test_budget_file_sets_the_shared_keys_and_the_official_prefill_stays_zero(tmp_path):
