@@ -45,6 +45,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -283,7 +284,7 @@ def _seed_band(lines: list[dict[str, Any]], key: str) -> tuple[list[int], list[f
     return grid, list(np.nanmean(m, 0)), list(np.nanmin(m, 0)), list(np.nanmax(m, 0)), len(by_seed)
 
 
-def judge_target(lines: list[dict[str, Any]], key: str = "score", agent: str = "dreamer") -> dict[str, Any]:
+def judge_target(lines: Iterable[dict[str, Any]], key: str = "score", agent: str = "dreamer") -> dict[str, Any]:
     """Issue 20's target at the equal budget, from the lines of one task's file.
 
     The final point is the largest `env_steps` at which every seed of both implementations has a value
@@ -293,6 +294,7 @@ def judge_target(lines: list[dict[str, Any]], key: str = "score", agent: str = "
     best random episode of the random line (`score_max`; for success rates, above the random rate).
     `judged` is False, with the reason, where a side has fewer than 2 seeds: a spread needs two.
     """
+    lines = list(lines)  # read_jsonl yields: read once
     ours = [x for x in lines if x.get("impl") == "muse_jax" and x.get("agent", "dreamer") == agent]
     theirs = [x for x in lines if x.get("impl") == "official"]
     side_lines = {"ours": ours, "official": theirs}

@@ -112,7 +112,7 @@ def test_target_is_judged_at_the_last_window_every_seed_of_both_has():
     lines = [rand, _line("muse_jax", 0, 2000, 150.0), _line("muse_jax", 1, 2000, 130.0),
              _line("muse_jax", 0, 4000, 210.0),  # seed 1 has no 4k value: the final point is 2k
              _line("official", 0, 2000, 170.0), _line("official", 1, 2000, 140.0), _line("official", 1, 4000, 300.0)]
-    got = lc.judge_target(lines)
+    got = lc.judge_target(iter(lines))  # the file's lines come as a generator
     assert got["env_steps"] == 2000 and got["judged"] and got["target_met"]
     assert got["ours"]["mean"] == 140.0 and got["official"]["spread"] == 30.0  # 140 >= 155 - 30
     lines[1]["score"] = 90.0  # seed 0 below the best random episode: not clearly above random
