@@ -445,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         written += append_new(out, run_lines(run, cfgs[seed], args, seed, machine(), sha))
         plot(out, png, args.suite, args.task)  # after every seed, so a long command shows progress
     plotted = plot(out, png, args.suite, args.task)
-    lines = [x for x in read_jsonl(out) if x.get("impl") == "muse_jax" and x.get("agent") == args.agent]
+    every = list(read_jsonl(out))  # the file as written: summary, random line and target from one read
+    lines = [x for x in every if x.get("impl") == "muse_jax" and x.get("agent") == args.agent]
     final = {}
     for seed in args.seeds:
         scored = [x for x in lines if int(x["seed"]) == seed and x.get("score") is not None]
@@ -453,11 +454,11 @@ def main(argv: list[str] | None = None) -> int:
             last = max(scored, key=lambda x: x["env_steps"])
             final[str(seed)] = {"env_steps": last["env_steps"], "score": last["score"],
                                 "success_rate": last["success_rate"]}
-    rand = [x for x in read_jsonl(out) if x.get("impl") == "random"]
+    rand = [x for x in every if x.get("impl") == "random"]
     emit_record({"suite": args.suite, "task": args.task, "agent": args.agent, "seeds": args.seeds,
                  "env_steps": args.env_steps, "lines_written": written, "final": final,
                  "random_score": rand[0]["score"] if rand else None, "wall_s_per_seed": walls,
-                 "target": judge_target(read_jsonl(out), "success_rate" if args.suite == "metaworld" else "score",
+                 "target": judge_target(every, "success_rate" if args.suite == "metaworld" else "score",
                                         args.agent),
                  "wall_s": round(time.time() - t0, 1), "budget": budget_of(cfgs[args.seeds[0]]),
                  "machine": machine(), "out": str(out), "plot": str(png) if plotted else None}, None)

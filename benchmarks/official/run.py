@@ -207,7 +207,7 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
         if finished_budget(summary, read_jsonl(events), budget["log_every"]) >= int(budget["env_steps_total"]):
             convert(True)
             return summary
-        done.unlink()  # a longer budget than the finished run's: resume it from its checkpoint to the new end
+        # a longer budget than the finished run's: resume it from its checkpoint; done.json is rewritten at the end
     if args.convert_only:  # a run going on elsewhere (or killed): its complete windows so far
         return {"seed": seed, "ok": None, "new_lines": convert(False)}
     cmd = official_command(python, src, args.suite, args.task, seed, budget, rundir / "logdir", events)
