@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,15 +26,34 @@ class RunFolderBusy(RuntimeError):
     """Another live process writes the same run folder; the message names its PID and the fix."""
 
 
-def _holder(path: Path) -> str:
+def _alive(pid: int) -> bool:
     try:
-        text = path.read_text(errors="replace").strip()
-    except OSError:
-        return "another process"
-    pid, _, cmd = text.partition(" ")
-    if not pid.isdigit():
-        return "another process"
-    return f"PID {pid}" + (f" (`{cmd}`)" if cmd else "")
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _holder(path: Path, wait_s: float = 2.0) -> str:
+    """The holder named in the lock file, as 'PID n (`cmd`)'.
+
+    The holder writes its line just after taking the lock, so a refused process can read the file in
+    between (empty, or the previous holder's line): it rereads for up to `wait_s` until the line names
+    a live process, and says "another process" only if none appears."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            text = path.read_text(errors="replace").strip()
+        except OSError:
+            text = ""
+        pid, _, cmd = (text.splitlines() or [""])[0].partition(" ")
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            return f"PID {pid}" + (f" (`{cmd}`)" if cmd else "")
+        if time.monotonic() >= deadline:
+            return "another process"
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -54,8 +74,9 @@ def run_folder_lock(folder: str | Path, flag: str = "--logdir") -> Iterator[Path
                 f"{flag} {folder} is in use by {_holder(path)}, which is writing this run now; wait for it to "
                 f"end (or stop it) and rerun to resume, or give another {flag}.") from None
         cmd = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else ""
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {cmd}\n".encode(), 0)
+        line = f"{os.getpid()} {cmd}\n".encode()
+        os.pwrite(fd, line, 0)  # the new line first, then cut the old one's tail: never an empty file
+        os.ftruncate(fd, len(line))
         yield path
     finally:
         if created and [p.name for p in folder.iterdir()] == [LOCK_FILE]:

@@ -105,3 +105,35 @@ def test_lock_names_the_holder_and_a_dead_holders_lock_is_taken_over(tmp_path: P
     assert (folder / LOCK_FILE).exists()
     with run_folder_lock(folder, "--out"):
         assert (folder / LOCK_FILE).read_text().startswith(f"{os.getpid()} ")
+
+
+def test_refusal_waits_for_the_holder_to_write_its_line(tmp_path: Path) -> None:
+    """The holder writes its PID just after taking the lock; a process refused in between (file empty, or
+    still naming the dead previous holder) rereads it and names the live holder, not "another process"."""
+    import fcntl
+    import sys
+    import threading
+
+    from muse_common.run_lock import LOCK_FILE, RunFolderBusy, run_folder_lock
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        path = folder / LOCK_FILE
+        path.write_text(f"{dead.pid} muse-wm pretrain (an earlier, killed run)\n")
+        fd = os.open(path, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # locked, its line not yet written
+        late = threading.Timer(0.5, lambda: path.write_text(f"{live.pid} muse-wm adapt\n"))
+        late.start()
+        try:
+            with pytest.raises(RunFolderBusy, match=f"in use by PID {live.pid} "), run_folder_lock(folder):
+                pass
+        finally:
+            late.join()
+            os.close(fd)
+    finally:
+        live.kill()
+        live.wait()
