@@ -48,6 +48,9 @@ from benchmarks.report import emit_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OFFICIAL_VERSION = "dreamer==3.3.1"
+OFFICIAL_BUILD = "2"
+"""The build recipe of benchmarks/official/setup.sh (its BUILD, written to the venv's .complete): 2 holds
+elements < 3.19, whose later releases break 3.3.1's logging of `log/` keys (Meta-World success)."""
 DEFAULT_BUDGET: dict[str, Any] = {
     "size": "size1m", "train_ratio": 32, "batch": 16, "seq_len": 64, "num_envs": 4, "action_repeat": 2,
     "episode_frames": 1000, "env_steps_total": 50_000, "prefill": 0, "log_every": 5000, "seeds": [0, 1],
@@ -65,11 +68,15 @@ def official_paths(venv: Path | None = None) -> tuple[Path, Path]:
 
 
 def official_available(venv: Path | None = None) -> str | None:
-    """None when the official venv is built, else the reason it is not usable."""
+    """None when the official venv is built by the current setup.sh, else the reason it is not usable."""
     python, src = official_paths(venv)
-    if not (python.parent.parent / ".complete").exists():
+    marker = python.parent.parent / ".complete"
+    if not marker.exists():
         return (f"the official DreamerV3 environment is not built ({python.parent.parent}); "
                 "run bash benchmarks/official/setup.sh")
+    if marker.read_text().strip() != OFFICIAL_BUILD:
+        return (f"the official DreamerV3 environment ({python.parent.parent}) was built by an older setup.sh "
+                "(its elements breaks 3.3.1's logging of Meta-World success); rerun bash benchmarks/official/setup.sh")
     if not (src / "dreamerv3" / "configs.yaml").exists():
         return f"the official source is incomplete ({src}); rerun bash benchmarks/official/setup.sh"
     return None

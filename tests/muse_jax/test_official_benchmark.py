@@ -173,3 +173,22 @@ def test_finished_budget_of_a_legacy_summary_is_its_last_window():
     assert official.finished_budget({}, events, 2000) == 4000
     assert official.finished_budget({"env_steps_total": 14000}, events, 2000) == 14000
     assert official.finished_budget({}, [], 2000) == 0
+
+
+def test_a_venv_of_an_older_setup_recipe_is_refused_with_the_fix(tmp_path):
+    """setup.sh's BUILD and run.py's OFFICIAL_BUILD name one recipe; a venv whose marker names another
+    (e.g. one with elements >= 3.19, which breaks 3.3.1 on Meta-World's `log/success`) is refused."""
+    import re
+
+    setup = (official.REPO / "benchmarks" / "official" / "setup.sh").read_text()
+    assert re.search(r"^BUILD=(\S+)", setup, re.M).group(1) == official.OFFICIAL_BUILD
+    assert '"elements>=3.17.0,<3.19"' in setup
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    assert "is not built" in official.official_available(venv)
+    (venv / ".complete").write_text("")  # a build of the first recipe (an empty marker)
+    assert "built by an older setup.sh" in official.official_available(venv)
+    assert "rerun bash benchmarks/official/setup.sh" in official.official_available(venv)
+    (venv / ".complete").write_text(official.OFFICIAL_BUILD + "\n")
+    reason = official.official_available(venv)  # the marker passes; the source may still be absent here
+    assert reason is None or reason.startswith("the official source is incomplete"), reason
