@@ -127,3 +127,21 @@ def test_target_is_judged_at_the_last_window_every_seed_of_both_has():
     got = lc.judge_target(one_seed)
     assert not got["judged"] and "fewer than 2 seeds" in got["reason"] and "target_met" not in got
     assert not lc.judge_target([rand, *[x for x in lines if x["impl"] == "muse_jax"]])["judged"]
+
+
+def test_a_success_rate_is_above_random_only_when_the_counts_say_so():
+    sys.path.insert(0, str(REPO))
+    import benchmarks.learning_curve as lc
+
+    def rate(impl, seed, k, n=8):
+        return {"impl": impl, "agent": "dreamer", "seed": seed, "env_steps": 12000, "success_rate": k / n,
+                "episodes": n}
+
+    rand = {"impl": "random", "agent": "random", "seed": 0, "env_steps": 0, "success_rate": 0.3, "episodes": 10}
+    lines = [rand, rate("muse_jax", 0, 3), rate("muse_jax", 1, 3), rate("official", 0, 8), rate("official", 1, 7)]
+    got = lc.judge_target(lines, "success_rate")
+    assert 0.375 > got["random_bar"]  # a higher rate than random, and still not evidence: 3 of 8 vs 3 of 10
+    assert got["ours"]["above_random"] is False and got["target_met"] is False
+    assert got["official"]["above_random"] is True and max(got["official"]["p_above_random"]) < 0.05
+    lines[1], lines[2] = rate("muse_jax", 0, 8), rate("muse_jax", 1, 8)
+    assert lc.judge_target(lines, "success_rate")["target_met"]
