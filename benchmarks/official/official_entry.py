@@ -98,9 +98,13 @@ def main(argv=None):
 
             if args.episode_frames != 1000:
                 raise SystemExit("dmc: only DMC's own 1000-frame episodes are supported (episode_frames=1000).")
+            # the loaded suite env, not dreamerv3's `domain_task` name: its name parser knows only one
+            # multi-word domain (`cup_catch`), so `ball_in_cup-catch` or `point_mass-easy` would not load
+            from dm_control import suite
+
             domain, task = args.task.split("-", 1)
-            name = f"{domain}_{task.replace('-', '_')}"
-            return ProprioDMC(name, repeat=args.repeat, image=False, proprio=True)
+            return ProprioDMC(suite.load(domain, task.replace("-", "_")), repeat=args.repeat, image=False,
+                              proprio=True)
         from embodied.envs import from_gym
 
         if args.suite == "gym":
