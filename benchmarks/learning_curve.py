@@ -16,7 +16,10 @@ episodes, train_steps, wall_s (seconds of this process's windows summed: a resum
 excluded, its restart and compile time included), budget, machine, commit. Lines are appended whole
 and never duplicated: a line is written once per (impl, agent, seed, env_steps), and only for windows
 up to the run's latest checkpoint, which a resume never rewrites. `--random-episodes` adds the random
-policy's line (uniform actions in [-1, 1], same env; impl "random", env_steps 0).
+policy's line (uniform actions in [-1, 1], same env; impl "random", env_steps 0). A file holds one random
+line; asking for more episodes than it has replaces it (the file is rewritten atomically, every other
+line kept), asking for fewer keeps it: some random returns are heavy-tailed (ball_in_cup-catch: 89 of
+100 random episodes score 0, the others up to ~830), so 10 episodes can miss the tail.
 
 The plot (same name, .png) shows per implementation the mean over seeds and the min-max spread, the
 random line, and the published DreamerV3 curve from /work/shared/data/published when one exists. Units:
@@ -40,12 +43,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +190,31 @@ def run_lines(run: Path, cfg: Any, args: argparse.Namespace, seed: int, where: s
 
 def line_key(line: dict[str, Any]) -> tuple:
     return (line.get("impl"), line.get("agent"), int(line.get("seed", 0)), int(line.get("env_steps", 0)))
+
+
+def ensure_random_line(path: Path, episodes: int, make: Callable[[int], dict[str, Any]]) -> int:
+    """Keep one random line in `path` with at least `episodes` episodes; returns the lines written (0 or 1).
+
+    None yet: `make(episodes)` is appended. One with fewer episodes: it is replaced by `make(episodes)` in
+    an atomic rewrite that keeps every other line in order. One with as many or more: kept as it is.
+    A line another process appends during the rewrite can be dropped; both runners re-append missing
+    windows on their next call, so run this while no run writes the file (the random line comes first).
+    """
+    from muse_common.files import atomic_write_text, read_jsonl
+
+    if episodes <= 0:
+        return 0
+    lines = list(read_jsonl(path))
+    old = [i for i, x in enumerate(lines) if x.get("impl") == "random"]
+    if old and int(lines[old[0]].get("episodes", 0)) >= episodes:
+        return 0
+    new = make(episodes)
+    if not old:
+        return append_new(path, [new])
+    kept = [x for i, x in enumerate(lines) if i not in old]
+    kept.insert(old[0], new)
+    atomic_write_text(path, "".join(json.dumps(x) + "\n" for x in kept))
+    return 1
 
 
 def append_new(path: Path, lines: list[dict[str, Any]]) -> int:
@@ -461,9 +490,8 @@ def main(argv: list[str] | None = None) -> int:
     from muse_common.files import read_jsonl
 
     written = 0
-    if args.random_episodes and not any(x.get("impl") == "random" for x in read_jsonl(out)):
-        written += append_new(out, [random_line(cfgs[args.seeds[0]], args, args.random_episodes, args.seeds[0],
-                                                machine(), sha)])
+    written += ensure_random_line(out, args.random_episodes, lambda n: random_line(
+        cfgs[args.seeds[0]], args, n, args.seeds[0], machine(), sha))
     walls = {}
     for seed in args.seeds:
         run = runs / f"{args.agent}_seed{seed}"
@@ -488,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
     rand = [x for x in every if x.get("impl") == "random"]
     emit_record({"suite": args.suite, "task": args.task, "agent": args.agent, "seeds": args.seeds,
                  "env_steps": args.env_steps, "lines_written": written, "final": final,
-                 "random_score": rand[0]["score"] if rand else None, "wall_s_per_seed": walls,
+                 "random_score": rand[0]["score"] if rand else None,
+                 "random_episodes": rand[0]["episodes"] if rand else None, "wall_s_per_seed": walls,
                  "target": judge_target(every, "success_rate" if args.suite == "metaworld" else "score",
                                         args.agent),
                  "wall_s": round(time.time() - t0, 1), "budget": budget_of(cfgs[args.seeds[0]]),

@@ -145,3 +145,24 @@ def test_a_success_rate_is_above_random_only_when_the_counts_say_so():
     assert got["official"]["above_random"] is True and max(got["official"]["p_above_random"]) < 0.05
     lines[1], lines[2] = rate("muse_jax", 0, 8), rate("muse_jax", 1, 8)
     assert lc.judge_target(lines, "success_rate")["target_met"]
+
+
+def test_more_random_episodes_replace_the_random_line_and_fewer_keep_it(tmp_path):
+    sys.path.insert(0, str(REPO))
+    import benchmarks.learning_curve as lc
+
+    out = tmp_path / "dmc_x.jsonl"
+    made = []
+
+    def make(n):
+        made.append(n)
+        return {"impl": "random", "agent": "random", "seed": 0, "env_steps": 0, "episodes": n, "score": float(n)}
+
+    ours = {"impl": "muse_jax", "agent": "dreamer", "seed": 0, "env_steps": 2000, "score": 5.0}
+    assert lc.ensure_random_line(out, 10, make) == 1
+    lc.append_new(out, [ours])
+    assert lc.ensure_random_line(out, 10, make) == 0 and lc.ensure_random_line(out, 4, make) == 0  # kept
+    assert lc.ensure_random_line(out, 100, make) == 1  # replaced in place, the other line kept
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert made == [10, 100] and lines == [make(100), ours]
+    assert lc.ensure_random_line(out, 0, make) == 0 and made[-1] == 100
