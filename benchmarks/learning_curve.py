@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import subprocess
 import sys
@@ -200,7 +199,7 @@ def ensure_random_line(path: Path, episodes: int, make: Callable[[int], dict[str
     A line another process appends during the rewrite can be dropped; both runners re-append missing
     windows on their next call, so run this while no run writes the file (the random line comes first).
     """
-    from muse_common.files import atomic_write_text, read_jsonl
+    from muse_common.files import atomic_write_jsonl, read_jsonl
 
     if episodes <= 0:
         return 0
@@ -213,7 +212,7 @@ def ensure_random_line(path: Path, episodes: int, make: Callable[[int], dict[str
         return append_new(path, [new])
     kept = [x for i, x in enumerate(lines) if i not in old]
     kept.insert(old[0], new)
-    atomic_write_text(path, "".join(json.dumps(x) + "\n" for x in kept))
+    atomic_write_jsonl(path, kept)
     return 1
 
 

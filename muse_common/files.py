@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,11 @@ def atomic_save_figure(fig: Any, path: str | Path, dpi: int = 120) -> Path:
         plt.close(fig)
         tmp.unlink(missing_ok=True)
     return path
+
+
+def atomic_write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> Path:
+    """Rewrite a JSONL file whole (one record a line, as `append_jsonl` writes them), atomically."""
+    return atomic_write_text(path, "".join(json.dumps(r, default=_default) + "\n" for r in records))
 
 
 def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:

@@ -7,7 +7,6 @@ Non-finite floats are written as null in JSON (JSON has no NaN) and skipped in T
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from muse_common.files import append_jsonl, atomic_write_text, read_jsonl
+from muse_common.files import append_jsonl, atomic_write_jsonl, read_jsonl
 
 
 def drop_metrics_after(path: str | Path, env_steps: int) -> None:
@@ -27,7 +26,7 @@ def drop_metrics_after(path: str | Path, env_steps: int) -> None:
     rows = list(read_jsonl(path))
     keep = [r for r in rows if int(r.get("env_steps", 0)) <= env_steps]
     if len(keep) != len(rows):
-        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in keep))
+        atomic_write_jsonl(path, keep)
 
 
 class RunLogger:

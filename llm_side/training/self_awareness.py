@@ -17,7 +17,7 @@ from llm_side.agents import self_awareness as sa
 from llm_side.agents.muse import REPLAY_FILE
 from llm_side.harness.contracts import Embedder
 from muse_common import metrics
-from muse_common.files import atomic_write_json, atomic_write_text
+from muse_common.files import atomic_write_json, atomic_write_jsonl
 
 METRICS_FILE = "train_metrics.json"
 
@@ -56,15 +56,10 @@ def train_msa(records: Iterable[dict[str, Any]], embedder: Embedder, out_dir: st
     history = model.fit(train, epochs=epochs, lr=lr, seed=seed)
     out = Path(out_dir)
     model.save(out)
-    atomic_write_text(out / REPLAY_FILE, "".join(_jsonl(e) for e in train))
+    atomic_write_jsonl(out / REPLAY_FILE, ({"task": e.task, "plan": e.plan, "chunk": e.chunk, "label": e.label}
+                                              for e in train))
     result = {"examples": len(train), "positive": sum(e.label for e in train), "loss_before": before,
               "loss_history": history, "train": evaluate(model, train), "val": evaluate(model, val),
               "embedder": embedder.name}
     atomic_write_json(out / METRICS_FILE, result)
     return result
-
-
-def _jsonl(e: sa.SAExample) -> str:
-    import json
-
-    return json.dumps({"task": e.task, "plan": e.plan, "chunk": e.chunk, "label": e.label}) + "\n"
