@@ -18,8 +18,8 @@ and never duplicated: a line is written once per (impl, agent, seed, env_steps),
 up to the run's latest checkpoint, which a resume never rewrites. `--random-episodes` adds the random
 policy's line (uniform actions in [-1, 1], same env; impl "random", env_steps 0). A file holds one random
 line; asking for more episodes than it has replaces it (the file is rewritten atomically, every other
-line kept), asking for fewer keeps it: some random returns are heavy-tailed (ball_in_cup-catch: 89 of
-100 random episodes score 0, the others up to ~830), so 10 episodes can miss the tail.
+line kept), asking for fewer keeps it: some random returns are heavy-tailed (ball_in_cup-catch: 10
+random episodes all scored 0, 100 gave a mean of 64 and up to 864), so 10 episodes can miss the tail.
 
 The plot (same name, .png) shows per implementation the mean over seeds and the min-max spread, the
 random line, and the published DreamerV3 curve from /work/shared/data/published when one exists. Units:
