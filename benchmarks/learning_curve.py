@@ -13,8 +13,10 @@ impl, agent, suite, task, seed, env_steps (agent steps = policy decisions, summe
 (env_steps x action repeat), score (mean undiscounted return of the training episodes, stochastic policy,
 that ended in the window; null if none), success_rate (null where the suite defines no success),
 episodes, train_steps, wall_s (seconds of this process's windows summed: a resume's downtime is
-excluded, its restart and compile time included), budget, machine, commit. Lines are appended whole
-and never duplicated: a line is written once per (impl, agent, seed, env_steps), and only for windows
+excluded, its restart and compile time included), budget, machine, commit; and with `--variant NAME`
+(an ablation of this project's agent through `--set`, e.g. the official's data pipeline) `variant` and
+`overrides`. Lines are appended whole and never duplicated: a line is written once per (impl, agent,
+variant, seed, env_steps), and only for windows
 up to the run's latest checkpoint, which a resume never rewrites. `--random-episodes` adds the random
 policy's line (uniform actions in [-1, 1], same env; impl "random", env_steps 0). A file holds one random
 line; asking for more episodes than it has replaces it (the file is rewritten atomically, every other
@@ -44,6 +46,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import subprocess
 import sys
 import time
@@ -91,6 +94,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "(0: none; written once per file)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="any further config override (repeatable)")
+    p.add_argument("--variant", default=None, metavar="NAME",
+                   help="name a variant of this project's agent (its --set overrides): its lines carry "
+                        "`variant` and its overrides, are keyed, plotted and summarised apart from the default "
+                        "agent's, and its run folders get the name; the target is judged on the default agent")
     p.add_argument("--out", default=None, help="JSON lines file (default docs/learning_curves/<suite>_<task>.jsonl); "
                    "the PNG goes beside it")
     p.add_argument("--runs", default=None, help="run folders (default runs/learning_curve/<suite>_<task>)")
@@ -106,6 +113,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--train-ratio must be > 0")
     if args.action_repeat is not None and args.action_repeat < 1:
         p.error("--action-repeat must be >= 1")
+    if args.variant is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.variant):
+        p.error(f"--variant {args.variant!r}: use letters, digits, '_', '.', '-' (it names run folders)")
     return args
 
 
@@ -178,17 +187,21 @@ def run_lines(run: Path, cfg: Any, args: argparse.Namespace, seed: int, where: s
             break
         n = int(row.get("episodes_finished") or 0)
         has_success = args.suite in SUITES_WITH_SUCCESS
-        out.append({"impl": "muse_jax", "agent": args.agent, "suite": args.suite, "task": args.task, "seed": seed,
-                    "env_steps": x, "frames": x * cfg.env.action_repeat,
-                    "score": row.get("episode_score") if n else None,
-                    "success_rate": row.get("success_rate") if n and has_success else None,
-                    "episodes": n, "train_steps": int(row["train_steps"]), "wall_s": round(wall, 1),
-                    "budget": budget_of(cfg), "machine": where, "commit": sha})
+        line = {"impl": "muse_jax", "agent": args.agent, "suite": args.suite, "task": args.task, "seed": seed,
+                "env_steps": x, "frames": x * cfg.env.action_repeat,
+                "score": row.get("episode_score") if n else None,
+                "success_rate": row.get("success_rate") if n and has_success else None,
+                "episodes": n, "train_steps": int(row["train_steps"]), "wall_s": round(wall, 1),
+                "budget": budget_of(cfg), "machine": where, "commit": sha}
+        if args.variant is not None:
+            line.update(variant=args.variant, overrides=list(args.overrides))
+        out.append(line)
     return out
 
 
 def line_key(line: dict[str, Any]) -> tuple:
-    return (line.get("impl"), line.get("agent"), int(line.get("seed", 0)), int(line.get("env_steps", 0)))
+    return (line.get("impl"), line.get("agent"), line.get("variant"), int(line.get("seed", 0)),
+            int(line.get("env_steps", 0)))
 
 
 def ensure_random_line(path: Path, episodes: int, make: Callable[[int], dict[str, Any]]) -> int:
@@ -346,7 +359,8 @@ def judge_target(lines: Iterable[dict[str, Any]], key: str = "score", agent: str
     `judged` is False, with the reason, where a side has fewer than 2 seeds: a spread needs two.
     """
     lines = list(lines)  # read_jsonl yields: read once
-    ours = [x for x in lines if x.get("impl") == "muse_jax" and x.get("agent", "dreamer") == agent]
+    ours = [x for x in lines if x.get("impl") == "muse_jax" and x.get("agent", "dreamer") == agent
+            and x.get("variant") is None]
     theirs = [x for x in lines if x.get("impl") == "official"]
     side_lines = {"ours": ours, "official": theirs}
     steps: dict[str, dict[int, set[int]]] = {}
@@ -408,11 +422,14 @@ def plot(path: Path, png: Path, suite: str, task: str) -> bool:
     if not any(x.get(key) is not None for x in lines):
         return False
     fig, ax = plt.subplots(figsize=(7, 4))
-    colors = {"muse_jax": "tab:blue", "official": "tab:orange"}
+    colors = {("muse_jax", None): "tab:blue", ("official", None): "tab:orange"}
+    variant_colors = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
     xmax = 0
     for impl in ("muse_jax", "official"):
-        for agent in sorted({x.get("agent") for x in lines if x.get("impl") == impl}):
-            mine = [x for x in lines if x.get("impl") == impl and x.get("agent") == agent]
+        kinds = sorted({(x.get("agent"), x.get("variant") or "") for x in lines if x.get("impl") == impl})
+        for agent, variant in kinds:
+            mine = [x for x in lines if x.get("impl") == impl and x.get("agent") == agent
+                    and (x.get("variant") or "") == variant]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns where no seed has a point
                 grid, mean, lo, hi, n = _seed_band(mine, key)
@@ -420,8 +437,10 @@ def plot(path: Path, png: Path, suite: str, task: str) -> bool:
                 continue
             xmax = max(xmax, grid[-1])
             name = "this project" if impl == "muse_jax" else "official DreamerV3"
-            ax.plot(grid, mean, c=colors[impl], marker="o", ms=3, label=f"{name} ({agent}), mean of {n} seed(s)")
-            ax.fill_between(grid, lo, hi, color=colors[impl], alpha=0.2, lw=0)
+            c = colors.get((impl, variant or None)) or next(variant_colors, "black")
+            what = f"{agent}, {variant}" if variant else agent
+            ax.plot(grid, mean, c=c, marker="o", ms=3, label=f"{name} ({what}), mean of {n} seed(s)")
+            ax.fill_between(grid, lo, hi, color=c, alpha=0.2, lw=0)
     rand = [x for x in lines if x.get("impl") == "random" and x.get(key) is not None]
     if rand:
         level = sum(float(x[key]) for x in rand) / len(rand)
@@ -493,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         cfgs[args.seeds[0]], args, n, args.seeds[0], machine(), sha))
     walls = {}
     for seed in args.seeds:
-        run = runs / f"{args.agent}_seed{seed}"
+        run = runs / (f"{args.agent}-{args.variant}_seed{seed}" if args.variant else f"{args.agent}_seed{seed}")
         if not args.plot_only:
             try:
                 walls[seed] = train_seed(cfgs[seed], run, args.agent)
@@ -504,7 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         plot(out, png, args.suite, args.task)  # after every seed, so a long command shows progress
     plotted = plot(out, png, args.suite, args.task)
     every = list(read_jsonl(out))  # the file as written: summary, random line and target from one read
-    lines = [x for x in every if x.get("impl") == "muse_jax" and x.get("agent") == args.agent]
+    lines = [x for x in every if x.get("impl") == "muse_jax" and x.get("agent") == args.agent
+             and x.get("variant") == args.variant]
     final = {}
     for seed in args.seeds:
         scored = [x for x in lines if int(x["seed"]) == seed and x.get("score") is not None]
@@ -513,7 +533,8 @@ def main(argv: list[str] | None = None) -> int:
             final[str(seed)] = {"env_steps": last["env_steps"], "score": last["score"],
                                 "success_rate": last["success_rate"]}
     rand = [x for x in every if x.get("impl") == "random"]
-    emit_record({"suite": args.suite, "task": args.task, "agent": args.agent, "seeds": args.seeds,
+    emit_record({"suite": args.suite, "task": args.task, "agent": args.agent, "variant": args.variant,
+                 "seeds": args.seeds,
                  "env_steps": args.env_steps, "lines_written": written, "final": final,
                  "random_score": rand[0]["score"] if rand else None,
                  "random_episodes": rand[0]["episodes"] if rand else None, "wall_s_per_seed": walls,

@@ -29,7 +29,7 @@ class Actor(nnx.Module):
 
     def __init__(self, feat_dim: int, act_dim: int, cfg: Config, rngs: nnx.Rngs, dtype: Dtype = jnp.float32):
         self.net = MLP(feat_dim, cfg.model.units, cfg.model.mlp_layers, 2 * act_dim, rngs, dtype,
-                       out_scale=cfg.behavior.policy_outscale)
+                       out_scale=cfg.behavior.policy_outscale, hidden_bias=cfg.model.hidden_bias)
         self.min_std, self.max_std = cfg.behavior.min_std, cfg.behavior.max_std
 
     def dist(self, feat: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -48,7 +48,7 @@ class Critic(nnx.Module):
 
     def __init__(self, feat_dim: int, cfg: Config, rngs: nnx.Rngs, dtype: Dtype = jnp.float32):
         self.net = MLP(feat_dim, cfg.model.units, cfg.model.mlp_layers, cfg.model.bins, rngs, dtype,
-                       out_scale=0.0)
+                       out_scale=0.0, hidden_bias=cfg.model.hidden_bias)
         self.nbins = cfg.model.bins
 
     def logits(self, feat: jax.Array) -> jax.Array:

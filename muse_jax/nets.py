@@ -58,14 +58,16 @@ class MLP(nnx.Module):
 
     `out_scale` multiplies the output layer's init (dreamerv3 `outscale`): 0 zero-initialises it, as
     DreamerV3 does for reward and critic heads so that their first predictions are exactly zero;
-    0.01 for the policy.
+    0.01 for the policy. `hidden_bias` gives the hidden layers a zero-initialised bias, as dreamerv3
+    3.3.1's `nets.Linear` has (`model.hidden_bias`); without it they have no offset, since RMSNorm
+    has a scale but no shift.
     """
 
     def __init__(self, din: int, units: int, layers: int, dout: int | None, rngs: nnx.Rngs,
-                 dtype: Dtype = jnp.float32, out_scale: float = 1.0):
+                 dtype: Dtype = jnp.float32, out_scale: float = 1.0, hidden_bias: bool = False):
         dims = [din] + [units] * layers
         pairs = list(zip(dims[:-1], dims[1:], strict=True))
-        self.hidden = nnx.List([_linear(a, b, rngs, dtype, bias=False) for a, b in pairs])
+        self.hidden = nnx.List([_linear(a, b, rngs, dtype, bias=hidden_bias) for a, b in pairs])
         self.norms = nnx.List([NormAct(b, rngs, dtype) for b in dims[1:]])
         self.out = _linear(dims[-1], dout, rngs, dtype, scale=out_scale) if dout is not None else None
         self.dtype = dtype
@@ -128,14 +130,15 @@ class BlockGRU(nnx.Module):
     parameters are DreamerV3's ([G, D/G + 3*hidden, D/G] and [G, D/G, 3*D/G]); only the order of
     the sums changes (float32 differences ~1e-7). The gate bias is split per gate before it is
     added: one fused add of the whole [3D] bias followed by the per-block split compiles to slow
-    scalar code on XLA's CPU backend.
+    scalar code on XLA's CPU backend. `input_bias` gives the three input embeddings a bias, as dreamerv3
+    3.3.1's `dynin*` layers have (`model.hidden_bias`).
     """
 
     def __init__(self, deter: int, hidden: int, stoch_flat: int, act_dim: int, blocks: int,
-                 rngs: nnx.Rngs, dtype: Dtype = jnp.float32):
-        self.in_deter = _linear(deter, hidden, rngs, dtype, bias=False)
-        self.in_stoch = _linear(stoch_flat, hidden, rngs, dtype, bias=False)
-        self.in_action = _linear(act_dim, hidden, rngs, dtype, bias=False)
+                 rngs: nnx.Rngs, dtype: Dtype = jnp.float32, input_bias: bool = False):
+        self.in_deter = _linear(deter, hidden, rngs, dtype, bias=input_bias)
+        self.in_stoch = _linear(stoch_flat, hidden, rngs, dtype, bias=input_bias)
+        self.in_action = _linear(act_dim, hidden, rngs, dtype, bias=input_bias)
         self.in_norms = nnx.List([NormAct(hidden, rngs, dtype) for _ in range(3)])
         g = blocks
         self.hid = BlockLinear(deter + g * 3 * hidden, deter, g, rngs, dtype)

@@ -25,10 +25,11 @@ class RSSM(nnx.Module):
     """h_t = f(h_{t-1}, z_{t-1}, a_{t-1});  z_t ~ q(z | h_t, e_t) (observe) or p(z | h_t) (imagine)."""
 
     def __init__(self, deter: int, hidden: int, stoch: int, classes: int, blocks: int, act_dim: int,
-                 embed_dim: int, unimix: float, rngs: nnx.Rngs, dtype: Dtype = jnp.float32):
-        self.core = BlockGRU(deter, hidden, stoch * classes, act_dim, blocks, rngs, dtype)
-        self.prior_net = MLP(deter, hidden, 2, stoch * classes, rngs, dtype)
-        self.post_net = MLP(deter + embed_dim, hidden, 1, stoch * classes, rngs, dtype)
+                 embed_dim: int, unimix: float, rngs: nnx.Rngs, dtype: Dtype = jnp.float32,
+                 hidden_bias: bool = False):
+        self.core = BlockGRU(deter, hidden, stoch * classes, act_dim, blocks, rngs, dtype, input_bias=hidden_bias)
+        self.prior_net = MLP(deter, hidden, 2, stoch * classes, rngs, dtype, hidden_bias=hidden_bias)
+        self.post_net = MLP(deter + embed_dim, hidden, 1, stoch * classes, rngs, dtype, hidden_bias=hidden_bias)
         self.deter, self.stoch, self.classes, self.unimix = deter, stoch, classes, unimix
         self.act_dim = act_dim
 

@@ -55,6 +55,7 @@ class WorldModel(nnx.Module):
 
     def __init__(self, cfg: Config, spec: ObsSpec, rngs: nnx.Rngs):
         m, dt = cfg.model, dtype_of(cfg)
+        hb = m.hidden_bias
         self.cfg, self.spec = cfg, spec
         embed = 0
         cnn = vec_enc = None
@@ -65,21 +66,23 @@ class WorldModel(nnx.Module):
             cnn = ConvEncoder(c + (1 if m.task_channel else 0), m.depth, h, rngs, dt)
             embed += cnn.out_dim
         if spec.proprio_dim is not None:
-            vec_enc = MLP(spec.proprio_dim, m.units, m.mlp_layers, None, rngs, dt)
+            vec_enc = MLP(spec.proprio_dim, m.units, m.mlp_layers, None, rngs, dt, hidden_bias=hb)
             embed += m.units
         self.cnn, self.vec_enc = nnx.data(cnn), nnx.data(vec_enc)
-        self.rssm = RSSM(m.deter, m.hidden, m.stoch, m.classes, m.blocks, spec.act_dim, embed, m.unimix, rngs, dt)
+        self.rssm = RSSM(m.deter, m.hidden, m.stoch, m.classes, m.blocks, spec.act_dim, embed, m.unimix, rngs, dt,
+                         hidden_bias=hb)
         feat = m.deter + m.stoch * m.classes
         self.feat_dim = feat
         self.img_dec = ConvDecoder(feat, spec.image_shape[-1], m.depth, spec.image_shape[0], rngs, dt) \
             if spec.image_shape is not None else None
-        self.vec_dec = MLP(feat, m.units, m.mlp_layers, spec.proprio_dim, rngs, dt) \
+        self.vec_dec = MLP(feat, m.units, m.mlp_layers, spec.proprio_dim, rngs, dt, hidden_bias=hb) \
             if spec.proprio_dim is not None else None
-        self.reward_head = MLP(feat, m.units, m.head_layers, m.bins, rngs, dt, out_scale=0.0)
-        self.cont_head = MLP(feat, m.units, m.head_layers, 1, rngs, dt)
+        self.reward_head = MLP(feat, m.units, m.head_layers, m.bins, rngs, dt, out_scale=0.0, hidden_bias=hb)
+        self.cont_head = MLP(feat, m.units, m.head_layers, 1, rngs, dt, hidden_bias=hb)
         # The Dreamer baseline is the same model without the self-awareness head and loss (MUSE §3.2).
         self.has_competence = cfg.agent == "muse"
-        self.competence_head = MLP(feat, m.units, m.head_layers, m.competence_quantiles, rngs, dt) \
+        self.competence_head = MLP(feat, m.units, m.head_layers, m.competence_quantiles, rngs, dt,
+                                   hidden_bias=hb) \
             if self.has_competence else None
 
     # --------------------------------------------------------------------- pieces

@@ -83,6 +83,12 @@ class ModelConfig:
     """Append the integer task id as an extra image channel (MUSE §3.2.1)."""
     compute_dtype: Literal["float32", "bfloat16"] = "float32"
     """Activation dtype; parameters stay float32."""
+    hidden_bias: bool = False
+    """Give every hidden Linear layer (MLP layers of encoder, decoder, heads, actor, critic; the RSSM's
+    prior/posterior layers and GRU input embeddings) a zero-initialised bias, as dreamerv3 3.3.1 does
+    (`nets.Linear(bias=True)`). Off by default, a stated departure (docs/official_comparison.md
+    difference 8): every result and checkpoint of this project was made without, and RMSNorm has no
+    shift, so those layers have no offset. Conv layers keep no bias either way."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -166,3 +166,40 @@ def test_world_model_loss_starts_from_the_given_latent(trained):
     zero = wm.rssm.core(jnp.zeros_like(start["deter"]), jnp.zeros_like(start["stoch"]).reshape(B, -1),
                         jnp.asarray(batch["action"][:, 0]))
     assert float(jnp.abs(post["deter"][:, 0] - zero).max()) > 1e-3  # not the zero state
+
+
+def _hidden_biases(learner: ag.SplitLearner) -> dict[str, np.ndarray]:
+    """Every `bias` leaf of the trained modules that belongs to a hidden layer (not an output layer or
+    the GRU's block-linear layers, which always have one)."""
+    agent = learner.agent()
+    out = {}
+    for name, mod in (("wm", agent.wm), ("actor", agent.actor), ("critic", agent.critic)):
+        for path, x in nnx.to_flat_state(nnx.state(mod, nnx.Param)):
+            keys = [str(k) for k in path]
+            if keys[-1] == "bias" and ("hidden" in keys or keys[-2].startswith("in_")):
+                out["/".join([name, *keys])] = np.asarray(x.get_value())
+    return out
+
+
+def test_hidden_bias_adds_dreamerv3s_biases_and_they_train(make_config, make_batch):
+    """`model.hidden_bias` (dreamerv3 3.3.1's `nets.Linear(bias=True)`): one zero-initialised bias per
+    hidden layer of every MLP (encoder, decoder, reward/continue/competence heads, actor, critic, RSSM
+    prior 2 and posterior 1) and per GRU input embedding (3); none without it; and they get gradients."""
+    spec = ag.ObsSpec(image_shape=None, proprio_dim=PROPRIO, act_dim=ACT, num_tasks=1)
+    off = make_config()
+    on = make_config(**{"model.hidden_bias": True})
+    assert off.model.hidden_bias is False  # the default, a stated departure (difference 8)
+    assert _hidden_biases(ag.create_learner(off, spec, seed=0)) == {}
+    learner = ag.create_learner(on, spec, seed=0)
+    biases = _hidden_biases(learner)
+    m = on.model
+    mlp_hidden = 2 * m.mlp_layers + 3 * m.head_layers + 2 * m.mlp_layers  # wm vec enc/dec, 3 heads; actor, critic
+    assert sum(b.size for b in biases.values()) == m.units * mlp_hidden + m.hidden * (3 + 2 + 1)
+    assert all(not b.any() for b in biases.values())
+    step = ag.make_train_step(on, learner.graphdef)
+    state = learner.state
+    for i in range(3):
+        state, _ = step(state, make_batch(i), jax.random.key(i))
+    moved = _hidden_biases(ag.SplitLearner(learner.graphdef, state))
+    assert all(np.abs(moved[k]).max() > 0 for k in moved if not k.startswith("critic")), \
+        [k for k in moved if not np.abs(moved[k]).any()]

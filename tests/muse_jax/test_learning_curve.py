@@ -56,6 +56,20 @@ def test_tiny_curve_writes_lines_and_png_and_rerun_adds_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["lines_written"] == 0
     assert [json.loads(x) for x in out.read_text().splitlines()] == lines
+    # a named variant (the official's data pipeline and biases) trains in its own folder; its lines are
+    # keyed apart, carry the overrides, and leave the default agent's lines and the target as they were
+    matched = ("--variant", "official-pipeline", "--prefill", "0", "--set", "replay.online=true",
+               "--set", "model.hidden_bias=true")
+    proc = _run(*TINY, *matched, "--out", str(out), "--runs", str(runs))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary_v = json.loads(proc.stdout.strip().splitlines()[-1])
+    after = [json.loads(x) for x in out.read_text().splitlines()]
+    assert after[:len(lines)] == lines and (runs / "dreamer-official-pipeline_seed0" / "checkpoints").is_dir()
+    variant = after[len(lines):]
+    assert [x["env_steps"] for x in variant] == [80, 160, 240]
+    assert all(x["variant"] == "official-pipeline" and "replay.online=true" in x["overrides"]
+               and x["budget"]["prefill"] == 0 for x in variant)
+    assert summary_v["variant"] == "official-pipeline" and summary_v["target"] == summary["target"]
     # a resume with another config is refused in one line naming the key, and the file is left as it was
     changed = [*TINY[:TINY.index("--train-ratio") + 1], "16", *TINY[TINY.index("--train-ratio") + 2:]]
     proc = _run(*changed, "--out", str(out), "--runs", str(runs), timeout=300)
@@ -69,7 +83,7 @@ def test_tiny_curve_writes_lines_and_png_and_rerun_adds_nothing(tmp_path):
         proc = _run(*TINY, "--out", str(out), "--runs", str(runs), timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "in use by PID" in proc.stderr.strip().splitlines()[-1] and "--runs" in proc.stderr
-    assert [json.loads(x) for x in out.read_text().splitlines()] == lines
+    assert [json.loads(x) for x in out.read_text().splitlines()] == after
 
 
 def test_published_dmc_curve_is_in_agent_steps(tmp_path, monkeypatch):
@@ -115,6 +129,9 @@ def test_target_is_judged_at_the_last_window_every_seed_of_both_has():
     got = lc.judge_target(iter(lines))  # the file's lines come as a generator
     assert got["env_steps"] == 2000 and got["judged"] and got["target_met"]
     assert got["ours"]["mean"] == 140.0 and got["official"]["spread"] == 30.0  # 140 >= 155 - 30
+    ablation = [{**_line("muse_jax", s, 2000, 0.0), "variant": "official-pipeline"} for s in (0, 1)]
+    assert lc.judge_target(lines + ablation) == got  # a named variant is not this project's agent
+    assert lc.line_key(ablation[0]) != lc.line_key(lines[1])
     lines[1]["score"] = 90.0  # seed 0 below the best random episode: not clearly above random
     got = lc.judge_target(lines)
     assert got["ours"]["above_random"] is False and got["target_met"] is False
