@@ -125,7 +125,8 @@ def test_named_configs_ship_inside_the_package_and_configs_wm_links_there():
 
 
 def test_resume_reads_a_key_added_later_as_the_old_behaviour_and_refuses_a_real_change():
-    """A run saved before `replay.online` existed resumes with it off (what the code did then), but not on."""
+    """A run saved before `replay.online` (or `model.hidden_bias`) existed resumes with it off (what the code
+    did then), but not on."""
     from muse_jax.config.load import KEYS_ADDED_WITH_OLD_BEHAVIOUR, resume_conflicts
 
     cfg = load_config("smoke")
@@ -135,5 +136,8 @@ def test_resume_reads_a_key_added_later_as_the_old_behaviour_and_refuses_a_real_
     assert resume_conflicts(saved, cfg) == []
     assert resume_conflicts(saved, cfg.replace({"replay.online": True})) == ["replay.online"]
     assert resume_conflicts(saved, cfg.replace({"replay.capacity": 2 * cfg.replay.capacity})) == []  # room to extend
+    del saved["model"]["hidden_bias"]  # a run saved before the biases existed: it had none
+    assert resume_conflicts(saved, cfg) == []
+    assert resume_conflicts(saved, cfg.replace({"model.hidden_bias": True})) == ["model.hidden_bias"]
     del saved["behavior"]["actent"]  # a key that is not listed is still a conflict
     assert "behavior.actent" in resume_conflicts(saved, cfg)
