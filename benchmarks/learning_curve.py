@@ -199,6 +199,12 @@ def run_lines(run: Path, cfg: Any, args: argparse.Namespace, seed: int, where: s
     return out
 
 
+def in_series(line: dict[str, Any], impl: str, agent: str, variant: str | None = None) -> bool:
+    """Whether `line` belongs to one plotted series: implementation, agent (lines without one are
+    "dreamer") and `--variant` (None: the default agent, which alone is judged)."""
+    return line.get("impl") == impl and line.get("agent", "dreamer") == agent and line.get("variant") == variant
+
+
 def line_key(line: dict[str, Any]) -> tuple:
     return (line.get("impl"), line.get("agent"), line.get("variant"), int(line.get("seed", 0)),
             int(line.get("env_steps", 0)))
@@ -359,8 +365,7 @@ def judge_target(lines: Iterable[dict[str, Any]], key: str = "score", agent: str
     `judged` is False, with the reason, where a side has fewer than 2 seeds: a spread needs two.
     """
     lines = list(lines)  # read_jsonl yields: read once
-    ours = [x for x in lines if x.get("impl") == "muse_jax" and x.get("agent", "dreamer") == agent
-            and x.get("variant") is None]
+    ours = [x for x in lines if in_series(x, "muse_jax", agent)]
     theirs = [x for x in lines if x.get("impl") == "official"]
     side_lines = {"ours": ours, "official": theirs}
     steps: dict[str, dict[int, set[int]]] = {}
@@ -422,14 +427,13 @@ def plot(path: Path, png: Path, suite: str, task: str) -> bool:
     if not any(x.get(key) is not None for x in lines):
         return False
     fig, ax = plt.subplots(figsize=(7, 4))
-    colors = {("muse_jax", None): "tab:blue", ("official", None): "tab:orange"}
+    colors = {"muse_jax": "tab:blue", "official": "tab:orange"}
     variant_colors = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
     xmax = 0
     for impl in ("muse_jax", "official"):
-        kinds = sorted({(x.get("agent"), x.get("variant") or "") for x in lines if x.get("impl") == impl})
-        for agent, variant in kinds:
-            mine = [x for x in lines if x.get("impl") == impl and x.get("agent") == agent
-                    and (x.get("variant") or "") == variant]
+        kinds = {(x.get("agent", "dreamer"), x.get("variant")) for x in lines if x.get("impl") == impl}
+        for agent, variant in sorted(kinds, key=lambda k: (k[0], k[1] or "")):
+            mine = [x for x in lines if in_series(x, impl, agent, variant)]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns where no seed has a point
                 grid, mean, lo, hi, n = _seed_band(mine, key)
@@ -437,7 +441,7 @@ def plot(path: Path, png: Path, suite: str, task: str) -> bool:
                 continue
             xmax = max(xmax, grid[-1])
             name = "this project" if impl == "muse_jax" else "official DreamerV3"
-            c = colors.get((impl, variant or None)) or next(variant_colors, "black")
+            c = next(variant_colors, "black") if variant else colors[impl]
             what = f"{agent}, {variant}" if variant else agent
             ax.plot(grid, mean, c=c, marker="o", ms=3, label=f"{name} ({what}), mean of {n} seed(s)")
             ax.fill_between(grid, lo, hi, color=c, alpha=0.2, lw=0)
@@ -523,8 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         plot(out, png, args.suite, args.task)  # after every seed, so a long command shows progress
     plotted = plot(out, png, args.suite, args.task)
     every = list(read_jsonl(out))  # the file as written: summary, random line and target from one read
-    lines = [x for x in every if x.get("impl") == "muse_jax" and x.get("agent") == args.agent
-             and x.get("variant") == args.variant]
+    lines = [x for x in every if in_series(x, "muse_jax", args.agent, args.variant)]
     final = {}
     for seed in args.seeds:
         scored = [x for x in lines if int(x["seed"]) == seed and x.get("score") is not None]
