@@ -13,7 +13,6 @@ The last line printed is always one JSON object.
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -49,7 +48,9 @@ def time_adapt(checkpoint: str, agent: str, out: Path, tasks: list[str], episode
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", default=None, help="a `muse-wm pretrain` logdir")
     p.add_argument("--pretrain-config", default=None, help="without --checkpoint: pre-train this config first")
     p.add_argument("--agent", default="muse", choices=["muse", "dreamer"])

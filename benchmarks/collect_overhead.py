@@ -82,8 +82,10 @@ def time_collector(cfg, make_venv, steps: int, seed: int, mode: str) -> tuple[fl
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--config", default="quickstart", help="a muse-wm config name or YAML file (envs, model)")
     p.add_argument("--envs", type=int, default=0, help="vector env size (0: the config's env.num_envs)")
     p.add_argument("--steps", type=int, default=200, help="timed vector steps on each side")

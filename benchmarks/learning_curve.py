@@ -71,8 +71,10 @@ DEFAULT_EPISODE_FRAMES = {"dmc": 1000, "metaworld": 500, "gym": 0}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="learning_curve.py", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(prog="learning_curve.py", description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", choices=["dmc", "gym", "metaworld"], default="dmc")
     p.add_argument("--task", default="cartpole-swingup", help="task as the config spells it (cartpole-swingup, "
                    "InvertedPendulum-v5, handle-press-v3)")

@@ -98,7 +98,9 @@ def served(model: str, threads: int, n_ctx: int = 4096, ready_s: float = 300) ->
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default=TEST_MODEL, help="a `muse-llm --model` spec (default: the test model)")
     p.add_argument("--rollouts", type=int, default=5, help="rollouts per decision (the paper's 5)")
     p.add_argument("--max-tokens", type=int, default=64, help="tokens per rollout")

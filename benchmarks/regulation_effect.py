@@ -21,7 +21,6 @@ The last line printed is one JSON object (benchmarks.report.emit_record).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -104,7 +103,9 @@ def run_arm(cfg: Config, state: Any, spec: Any, tasks: list[str], episodes: int,
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="a `muse-wm pretrain --agent muse` logdir")
     p.add_argument("--tasks", nargs="*", default=None, help="novel tasks (default: the config's novel_tasks)")
     p.add_argument("--episodes", type=int, default=24, help="paired episodes per task and arm")

@@ -65,8 +65,10 @@ def measure_strategy(strategy: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--size", default="size1m", help="model size preset (see muse_jax/config.py MODEL_SIZES)")
     p.add_argument("--envs", type=int, nargs="+", default=[1, 4, 16, 64], help="environment counts to time")
     p.add_argument("--strategies", nargs="+", default=sorted(STRATEGIES), choices=sorted(STRATEGIES),

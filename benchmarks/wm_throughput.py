@@ -227,8 +227,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--size", default="size1m", help=f"model size preset: {', '.join(MODEL_SIZES)}")
     p.add_argument("--batch", type=int, default=16, help="B, sequences per train batch")
     p.add_argument("--seq", type=int, default=64, help="T, sequence length")

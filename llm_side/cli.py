@@ -30,6 +30,7 @@ from llm_side.run_spec import (
     parse_options,
     run_command,
 )
+from muse_common.arg_parser import ArgumentParser
 from muse_common.settings import describe
 
 
@@ -91,7 +92,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="muse-llm", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="muse-llm", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an agent on tasks x episodes (resumes an existing --out)")
     run.add_argument("--config", help="YAML of run settings (configs/llm/); flags override it")

@@ -48,6 +48,7 @@ from llm_side.run_spec import (
     run_command,
 )
 from muse_common import metrics
+from muse_common.arg_parser import ArgumentParser
 
 AGENTS = ("react", "reflexion", "muse")
 KEYS = ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes",
@@ -197,7 +198,7 @@ def tables(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], adapt: 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="muse-llm compare", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="muse-llm compare", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="YAML of compare settings (configs/llm/alfworld-compare.yaml)")
     p.add_argument("--out", required=True, type=Path, help="folder; each agent runs into OUT/<agent>/")
     p.add_argument("--agents", help=f"comma-separated (default {','.join(AGENTS)})")

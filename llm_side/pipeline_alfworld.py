@@ -28,6 +28,7 @@ from llm_side import registry
 from llm_side.backends import default_model
 from llm_side.run_spec import RunSpec, build_spec, execute, make_agent, make_env, parse_options, run_command
 from muse_common import metrics
+from muse_common.arg_parser import ArgumentParser
 from muse_common.files import atomic_write_json, read_jsonl
 from muse_common.settings import fields_of
 
@@ -237,8 +238,8 @@ def run_stage(cfg: PipelineConfig, stage: str) -> dict[str, Any]:
 def build_parser() -> Any:
     import argparse
 
-    p = argparse.ArgumentParser(prog="muse-llm alfworld-pipeline", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog="muse-llm alfworld-pipeline", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage", default="all", choices=[*STAGES, "all"])
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--model", default=None, help="model spec (default: env MUSE_LLM_MODEL, else the backends' default)")

@@ -16,11 +16,12 @@ generation. Threads default to all cores (llama-cpp-python's own default is 1).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from muse_common.arg_parser import ArgumentParser
 
 N_CTX = 12288
 DEFAULT_PORT = 8080
@@ -51,7 +52,7 @@ def server_argv(gguf: Path, alias: str, *, host: str, port: int, n_ctx: int, thr
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="muse-llm serve", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="muse-llm serve", description=__doc__.split("\n\n")[0])
     from llm_side.backends import DEFAULT_MODEL, default_model
 
     p.add_argument("--model", default=default_model(),

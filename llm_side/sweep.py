@@ -29,6 +29,7 @@ from llm_side.run_spec import (
     run_command,
     select_tasks,
 )
+from muse_common.arg_parser import ArgumentParser
 from muse_common.files import atomic_write_json
 
 PAPER_TAUS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95)
@@ -118,7 +119,7 @@ SWEEP_DEFAULTS = {"env": "scienceworld", "agent": "refrea", "tasks": "8-2,9-3"} 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="muse-llm sweep-tau", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="muse-llm sweep-tau", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="YAML of run settings (as `muse-llm run --config`; agent: refrea)")
     add_task_flags(p, env_help="default scienceworld, with --tasks 8-2,9-3 (the paper's) unless --tasks or --split")
     p.add_argument("--taus", default=",".join(f"{t:g}" for t in PAPER_TAUS))

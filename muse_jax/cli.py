@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from muse_common.arg_parser import ArgumentParser
 from muse_jax.agent_kinds import AGENT_KINDS
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="muse-wm", description="MUSE world-model agent on Meta-World.")
+    p = ArgumentParser(prog="muse-wm", description="MUSE world-model agent on Meta-World.")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     pre = sub.add_parser("pretrain", help="multi-task pre-training (resumes when --logdir has checkpoints)")

@@ -8,7 +8,6 @@ numbers without TensorBoard, e.g. the README's quickstart figure.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -19,7 +18,9 @@ from muse_common.files import atomic_save_figure, read_jsonl  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", help="run folders (each holds metrics.jsonl)")
     p.add_argument("--keys", nargs="+", default=["success_rate", "loss/model"], help="metrics.jsonl columns")
     p.add_argument("--out", required=True, help="PNG to write")

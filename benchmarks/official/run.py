@@ -261,8 +261,10 @@ def load_budget(path: Path | None) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--suite", choices=SUITES, default="dmc")
     p.add_argument("--task", default="cartpole-swingup", help="task as this project spells it "
                    "(dmc: domain-task, gym: a gymnasium id, metaworld: e.g. handle-press-v3)")

@@ -149,8 +149,10 @@ def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from muse_common.arg_parser import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--size", nargs="+", default=["size1m", "size12m"], help="DreamerV3 size presets")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=64)
