@@ -7,21 +7,22 @@ lines into the same file).
 
 Training is the project's real pre-training loop (`muse_jax.loops.pretrain`, as `muse-wm pretrain`) on one
 task, proprio inputs, one run folder per seed under `--runs` (rerunning the same command resumes each seed
-from its last checkpoint). Each metrics window of `--log-every` agent steps becomes one JSON line in
-`--out` (default docs/learning_curves/<suite>_<task>.jsonl), in the format both implementations share:
-impl, agent, suite, task, seed, env_steps (agent steps = policy decisions, summed over envs), frames
-(env_steps x action repeat), score (mean undiscounted return of the training episodes, stochastic policy,
-that ended in the window; null if none), success_rate (null where the suite defines no success),
-episodes, train_steps, wall_s (seconds of this process's windows summed: a resume's downtime is
-excluded, its restart and compile time included), budget, machine, commit; and with `--variant NAME`
-(an ablation of this project's agent through `--set`, e.g. the official's data pipeline) `variant` and
-`overrides`. Lines are appended whole and never duplicated: a line is written once per (impl, agent,
-variant, seed, env_steps), and only for windows
-up to the run's latest checkpoint, which a resume never rewrites. `--random-episodes` adds the random
-policy's line (uniform actions in [-1, 1], same env; impl "random", env_steps 0). A file holds one random
-line; asking for more episodes than it has replaces it (the file is rewritten atomically, every other
-line kept), asking for fewer keeps it: some random returns are heavy-tailed (ball_in_cup-catch: 10
-random episodes all scored 0, 100 gave a mean of 64 and up to 864), so 10 episodes can miss the tail.
+from its last checkpoint). Each metrics window of `--log-every` agent steps becomes one JSON line in `--out`
+(default docs/learning_curves/<suite>_<task>.jsonl), in the format both implementations share: impl, agent,
+suite, task, seed, env_steps (agent steps = policy decisions, summed over envs), frames (env_steps x action
+repeat), score (mean undiscounted return of the training episodes, stochastic policy, that ended in the
+window; null if none), success_rate (null where the suite defines no success), episodes, train_steps, wall_s
+(seconds of this process's windows summed: a resume's downtime is excluded, its restart and compile time
+included), budget, machine, commit; and with `--variant NAME` (an ablation of this project's agent through
+`--set`, e.g. the official's data pipeline) `variant` and `overrides`. Lines are appended whole and never
+duplicated: a line is written once per (impl, agent, variant, seed, env_steps), and only for windows up to
+the run's latest checkpoint, which a resume never rewrites; while a seed trains, its windows so far are
+appended every HARVEST_EVERY_S seconds (as the official runner converts its log while it runs).
+`--random-episodes` adds the random policy's line (uniform actions in [-1, 1], same env; impl "random",
+env_steps 0). A file holds one random line; asking for more episodes than it has replaces it (the file is
+rewritten atomically, every other line kept), asking for fewer keeps it: some random returns are
+heavy-tailed (ball_in_cup-catch: 10 random episodes all scored 0, 100 gave a mean of 64 and up to 864), so
+10 episodes can miss the tail.
 
 The plot (same name, .png) shows per implementation the mean over seeds and the min-max spread, the
 random line, and the published DreamerV3 curve from /work/shared/data/published when one exists. Units:
@@ -49,9 +50,11 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,8 @@ DEFAULT_REPEAT = {"dmc": 2, "metaworld": 2, "gym": 1}
 """Action repeat per suite unless --action-repeat: DreamerV3's DMC setting; Meta-World as the shared budget."""
 DEFAULT_EPISODE_FRAMES = {"dmc": 1000, "metaworld": 500, "gym": 0}
 """Frames per episode unless --episode-frames (gym 0 = the env's registered time limit)."""
+HARVEST_EVERY_S = 60.0
+"""Seconds between appends of a training seed's windows so far (train_and_harvest)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -487,6 +492,33 @@ def train_seed(cfg: Any, run: Path, agent: str) -> float:
     return round(time.time() - t, 1)
 
 
+def train_and_harvest(train: Callable[[], float], harvest: Callable[[], Any], every_s: float) -> float:
+    """Return `train()`, while a helper thread calls `harvest()` every `every_s` seconds.
+
+    Why: a seed of a CPU curve trains for hours; harvesting its checkpointed windows into `--out` (and the
+    plot) as it goes, as the official runner converts its log while it runs, shows progress and keeps
+    those windows when the run folder is lost with its machine. A failed harvest is one warning line and
+    is retried at the next tick; the harvest after training is the caller's.
+    """
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            try:
+                harvest()
+            except (OSError, ValueError) as e:
+                print(f"learning_curve: warning: the windows so far were not written ({' '.join(str(e).split())}); "
+                      f"retrying in {every_s:g} s", file=sys.stderr)
+
+    helper = threading.Thread(target=loop, name="harvest", daemon=True)
+    helper.start()
+    try:
+        return train()
+    finally:
+        stop.set()
+        helper.join()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from muse_common.run_lock import RunFolderBusy
@@ -519,13 +551,22 @@ def main(argv: list[str] | None = None) -> int:
     walls = {}
     for seed in args.seeds:
         run = runs / (f"{args.agent}-{args.variant}_seed{seed}" if args.variant else f"{args.agent}_seed{seed}")
+        cfg = cfgs[seed]
+
+        def harvest(run: Path = run, cfg: Any = cfg, seed: int = seed) -> int:
+            n = append_new(out, run_lines(run, cfg, args, seed, machine(), sha))
+            if n:
+                plot(out, png, args.suite, args.task)
+            return n
+
         if not args.plot_only:
             try:
-                walls[seed] = train_seed(cfgs[seed], run, args.agent)
+                walls[seed] = train_and_harvest(partial(train_seed, cfg, run, args.agent), harvest,
+                                                HARVEST_EVERY_S)
             except stops as e:  # a refused resume, a busy folder, a diverged loss: one line, finished seeds kept
                 print(f"learning_curve: error: seed {seed}: {' '.join(str(e).split())}", file=sys.stderr)
                 return 2
-        written += append_new(out, run_lines(run, cfgs[seed], args, seed, machine(), sha))
+        written += append_new(out, run_lines(run, cfg, args, seed, machine(), sha))
         plot(out, png, args.suite, args.task)  # after every seed, so a long command shows progress
     plotted = plot(out, png, args.suite, args.task)
     every = list(read_jsonl(out))  # the file as written: summary, random line and target from one read

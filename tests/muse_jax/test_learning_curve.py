@@ -183,3 +183,36 @@ def test_more_random_episodes_replace_the_random_line_and_fewer_keep_it(tmp_path
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert made == [10, 100] and lines == [make(100), ours]
     assert lc.ensure_random_line(out, 0, make) == 0 and made[-1] == 100
+
+
+def test_windows_are_harvested_while_a_seed_trains_and_not_after(capsys):
+    import threading
+
+    sys.path.insert(0, str(REPO))
+    import benchmarks.learning_curve as lc
+
+    calls, twice = [], threading.Event()
+
+    def harvest():
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("disk full")  # one warning line, retried at the next tick
+        twice.set()
+
+    def train():
+        assert twice.wait(10), "no harvest while training"
+        return 12.5
+
+    assert lc.train_and_harvest(train, harvest, 0.01) == 12.5
+    done = len(calls)
+    threading.Event().wait(0.1)
+    assert len(calls) == done >= 2  # the helper stopped with training
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings[0] == "learning_curve: warning: the windows so far were not written (disk full); retrying in 0.01 s"
+
+    def crash():
+        raise RuntimeError("nan loss")
+
+    with pytest.raises(RuntimeError, match="nan loss"):  # a failed seed is the caller's to report
+        lc.train_and_harvest(crash, lambda: None, 0.01)
+    assert not [t for t in threading.enumerate() if t.name == "harvest"]
