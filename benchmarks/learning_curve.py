@@ -554,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = cfgs[seed]
 
         def harvest(run: Path = run, cfg: Any = cfg, seed: int = seed) -> int:
+            """Append the seed's checkpointed windows the file lacks and replot if there were any, so a long
+            command shows progress; returns how many."""
             n = append_new(out, run_lines(run, cfg, args, seed, machine(), sha))
             if n:
                 plot(out, png, args.suite, args.task)
@@ -566,8 +568,7 @@ def main(argv: list[str] | None = None) -> int:
             except stops as e:  # a refused resume, a busy folder, a diverged loss: one line, finished seeds kept
                 print(f"learning_curve: error: seed {seed}: {' '.join(str(e).split())}", file=sys.stderr)
                 return 2
-        written += append_new(out, run_lines(run, cfg, args, seed, machine(), sha))
-        plot(out, png, args.suite, args.task)  # after every seed, so a long command shows progress
+        written += harvest()  # the seed's last windows (all of them with --plot-only)
     plotted = plot(out, png, args.suite, args.task)
     every = list(read_jsonl(out))  # the file as written: summary, random line and target from one read
     lines = [x for x in every if in_series(x, "muse_jax", args.agent, args.variant)]
