@@ -373,7 +373,7 @@ def judge_target(lines: Iterable[dict[str, Any]], key: str = "score", agent: str
     """
     lines = list(lines)  # read_jsonl yields: read once
     ours = [x for x in lines if in_series(x, "muse_jax", agent)]
-    theirs = [x for x in lines if x.get("impl") == "official"]
+    theirs = [x for x in lines if in_series(x, "official", "dreamer")]
     side_lines = {"ours": ours, "official": theirs}
     steps: dict[str, dict[int, set[int]]] = {}
     for side, rows in side_lines.items():

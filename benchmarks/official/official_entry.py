@@ -15,6 +15,14 @@ Started by benchmarks/official/run.py (never imported by the project). It calls 
   but at `step * action_repeat` and without train steps or success, so run.py reads this file.
 - on resume (the official checkpoint restores its step counter), events past the restored step are
   dropped from `--events` (they are replayed by the resumed run), so no episode is counted twice.
+- only with `--exact-twohot` (a named variant, never the reference run): the two-hot mean of the reward
+  and value heads is computed as `exact_symmetric_twohot_mean` below. The official `TwoHot.pred` sums
+  the mirrored bins pairwise so that a zero-initialised head predicts exactly 0, but under `jax.jit` the
+  CPU XLA of its pinned jax 0.4.33 reorders that sum: terms of +-1.9e6 (probability 1/255 times the
+  outer bins' 4.85e8) then cancel in float32 with an error of ~0.1 per state, so for the first ~1k
+  updates its imagined rewards and values carry noise of that size (docs/official_comparison.md,
+  "Two-hot rounding noise"). The variant removes only that rounding; the mean is the same in exact
+  arithmetic.
 
     .official/venv/bin/python benchmarks/official/official_entry.py --src .official/dreamer-3.3.1 \
         --repo . --events E.jsonl --suite dmc --task cartpole-swingup --repeat 2 --episode-frames 1000 \
@@ -40,7 +48,21 @@ def parse(argv):
     p.add_argument("--repeat", type=int, required=True)
     p.add_argument("--episode-frames", type=int, required=True)
     p.add_argument("--env-seed", type=int, default=0)
+    p.add_argument("--exact-twohot", action="store_true",
+                   help="variant: the two-hot mean without the float32 rounding noise (see the docstring)")
     return p.parse_known_args(argv)
+
+
+def exact_symmetric_twohot_mean(probs, bins):
+    """Mean of `bins` (mirror-symmetric: bins[i] == -bins[-1 - i], as DreamerV3's symexp_twohot builds
+    them) under `probs`, as middle + sum_i (p_high_i - p_low_i) * b_high_i: each mirrored pair is
+    subtracted before it is scaled, so equal probabilities give exactly 0 in any summation order the
+    compiler picks (the official pairwise sum is exact only in the order it is written)."""
+    n = probs.shape[-1]
+    m = n // 2
+    high = probs[..., n - m:] - probs[..., :m][..., ::-1]
+    middle = (probs[..., m:n - m] * bins[m:n - m]).sum(-1)  # the 0 bin of an odd count; empty when even
+    return middle + (high * bins[n - m:]).sum(-1)
 
 
 class OldGymApi:
@@ -80,6 +102,11 @@ def main(argv=None):
 
     sys.modules.setdefault("gym", gymnasium)  # from_gym.py imports `gym` (spaces.Dict, make)
     from dreamerv3 import main as dmain
+
+    if args.exact_twohot:
+        from embodied.jax import outs
+
+        outs.TwoHot.pred = lambda self: self.unsquash(exact_symmetric_twohot_mean(self.probs, self.bins))
 
     state = {"steps": None, "train": 0, "t0": time.time(), "wall0": 0.0, "resumed": False}
     episodes: dict[int, dict] = {}

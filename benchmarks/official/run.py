@@ -59,6 +59,7 @@ DEFAULT_BUDGET: dict[str, Any] = {
 BUDGET_KEYS = ("size", "train_ratio", "batch", "seq_len", "num_envs", "action_repeat", "episode_frames",
                "env_steps_total", "prefill")
 SUITES = ("dmc", "gym", "metaworld")
+VARIANTS = ("exact-twohot",)  # official_entry.py flags of the same names
 
 
 def official_paths(venv: Path | None = None) -> tuple[Path, Path]:
@@ -83,13 +84,13 @@ def official_available(venv: Path | None = None) -> str | None:
 
 
 def official_command(python: Path, src: Path, suite: str, task: str, seed: int, budget: dict[str, Any],
-                     logdir: Path, events: Path, save_every_s: int = 300) -> list[str]:
-    """The official train script's command line for one seed at `budget`."""
+                     logdir: Path, events: Path, save_every_s: int = 300, variant: str | None = None) -> list[str]:
+    """The official train script's command line for one seed at `budget` (`variant`: one of VARIANTS)."""
     return [
         str(python), str(Path(__file__).resolve().parent / "official_entry.py"),
         "--src", str(src), "--repo", str(REPO), "--events", str(events), "--suite", suite, "--task", task,
         "--repeat", str(budget["action_repeat"]), "--episode-frames", str(budget["episode_frames"]),
-        "--env-seed", str(seed), "--",
+        "--env-seed", str(seed), *([f"--{variant}"] if variant else []), "--",
         "--configs", "defaults", budget["size"],
         "--logdir", str(logdir), "--seed", str(seed),
         "--jax.platform", "cpu", "--jax.compute_dtype", "float32", "--jax.prealloc", "False",
@@ -117,13 +118,15 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def events_to_lines(events: list[dict[str, Any]], *, suite: str, task: str, seed: int, budget: dict[str, Any],
-                    log_every: int, finished: bool, machine: str, commit: str) -> list[dict[str, Any]]:
+                    log_every: int, finished: bool, machine: str, commit: str,
+                    variant: str | None = None) -> list[dict[str, Any]]:
     """Per-episode events of one official run -> one CURVES line per window of `log_every` agent steps.
 
     Window k covers episodes that ended at agent steps in ((k-1)*W, k*W]; its `env_steps` is k*W,
     capped at the budget's total. A window is complete once an event past its end exists or the run
     `finished`; incomplete windows are not emitted (a resumed run adds them later). `train_steps` and
     `wall_s` are those of the window's last episode (wall seconds exclude downtime between resumes).
+    A `variant` run's lines carry `variant` (plotted apart, never judged as the official's).
     """
     if log_every <= 0:
         raise ValueError("log_every must be > 0")
@@ -150,14 +153,16 @@ def events_to_lines(events: list[dict[str, Any]], *, suite: str, task: str, seed
             "wall_s": prev[-1]["wall_s"] if prev else 0.0,
             "budget": {k2: budget[k2] for k2 in BUDGET_KEYS},
             "machine": machine, "commit": commit, "official_version": OFFICIAL_VERSION,
+            **({"variant": variant} if variant else {}),
         })
     return lines
 
 
 def append_new_lines(path: Path, lines: list[dict[str, Any]]) -> int:
-    """Append the lines whose (impl, seed, env_steps) the file lacks; whole lines, flushed and fsynced."""
-    have = {(r.get("impl"), r.get("seed"), r.get("env_steps")) for r in read_jsonl(path)}
-    new = [ln for ln in lines if (ln["impl"], ln["seed"], ln["env_steps"]) not in have]
+    """Append the lines whose (impl, variant, seed, env_steps) the file lacks; whole lines, flushed and fsynced."""
+    key = lambda r: (r.get("impl"), r.get("variant"), r.get("seed"), r.get("env_steps"))  # noqa: E731
+    have = {key(r) for r in read_jsonl(path)}
+    new = [ln for ln in lines if key(ln) not in have]
     if new:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as f:
@@ -198,7 +203,8 @@ def finished_budget(summary: dict[str, Any], events: list[dict[str, Any]], log_e
 def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
     """Run (or resume) one seed to the end, converting its log into `out` while it runs."""
     python, src = official_paths(args.official_venv)
-    rundir = args.runs_dir / f"{args.suite}_{args.task}" / f"seed{seed}"
+    name = f"seed{seed}-{args.variant}" if args.variant else f"seed{seed}"
+    rundir = args.runs_dir / f"{args.suite}_{args.task}" / name
     rundir.mkdir(parents=True, exist_ok=True)
     events, done = rundir / "events.jsonl", rundir / "done.json"
     commit = git_commit()
@@ -206,7 +212,7 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
     def convert(finished: bool) -> int:
         lines = events_to_lines(read_jsonl(events), suite=args.suite, task=args.task, seed=seed, budget=budget,
                                 log_every=budget["log_every"], finished=finished, machine=machine_string(),
-                                commit=commit)
+                                commit=commit, variant=args.variant)
         return append_new_lines(out, lines)
 
     if done.exists():
@@ -217,7 +223,8 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
         # a longer budget than the finished run's: resume it from its checkpoint; done.json is rewritten at the end
     if args.convert_only:  # a run going on elsewhere (or killed): its complete windows so far
         return {"seed": seed, "ok": None, "new_lines": convert(False)}
-    cmd = official_command(python, src, args.suite, args.task, seed, budget, rundir / "logdir", events)
+    cmd = official_command(python, src, args.suite, args.task, seed, budget, rundir / "logdir", events,
+                           variant=args.variant)
     t0 = time.time()
     with open(rundir / "run.log", "a") as log:
         log.write(f"\n# {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n")
@@ -282,6 +289,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, default=REPO / "docs" / "learning_curves")
     p.add_argument("--runs-dir", type=Path, default=REPO / "runs" / "official")
     p.add_argument("--official-venv", type=Path, help="default: REPO/.official/venv")
+    p.add_argument("--variant", choices=VARIANTS, help="a named change to the official run (its lines carry "
+                   "`variant`): exact-twohot = its two-hot mean without float32 rounding noise "
+                   "(official_entry.py)")
     p.add_argument("--convert-only", action="store_true",
                    help="only convert the runs' logs so far into the output file (start no run)")
     p.add_argument("--poll-s", type=float, default=60.0, help="seconds between conversions while a run is going")
@@ -313,11 +323,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finals = {}
     for row in read_jsonl(out):
         last = row.get("env_steps") == budget["env_steps_total"]
-        if row.get("impl") == "official" and row.get("seed") in seeds and last:
+        if row.get("impl") == "official" and row.get("variant") == args.variant and row.get("seed") in seeds and last:
             finals[row["seed"]] = row.get("score")
     return emit_record({"benchmark": "official_learning_curve", "official_version": OFFICIAL_VERSION,
-                        "suite": args.suite, "task": args.task, "seeds": seeds, "budget": budget,
-                        "final_scores": finals, "runs": results, "out": str(out)}, None)
+                        "variant": args.variant, "suite": args.suite, "task": args.task, "seeds": seeds,
+                        "budget": budget, "final_scores": finals, "runs": results, "out": str(out)}, None)
 
 
 if __name__ == "__main__":

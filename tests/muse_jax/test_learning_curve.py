@@ -131,6 +131,8 @@ def test_target_is_judged_at_the_last_window_every_seed_of_both_has():
     assert got["ours"]["mean"] == 140.0 and got["official"]["spread"] == 30.0  # 140 >= 155 - 30
     ablation = [{**_line("muse_jax", s, 2000, 0.0), "variant": "official-pipeline"} for s in (0, 1)]
     assert lc.judge_target(lines + ablation) == got  # a named variant is not this project's agent
+    theirs = [{**_line("official", s, 2000, 0.0), "variant": "exact-twohot"} for s in (0, 1)]
+    assert lc.judge_target(lines + theirs) == got  # nor is a variant of the official run the official
     assert lc.line_key(ablation[0]) != lc.line_key(lines[1])
     lines[1]["score"] = 90.0  # seed 0 below the best random episode: not clearly above random
     got = lc.judge_target(lines)

@@ -146,7 +146,7 @@ def test_a_longer_budget_resumes_a_finished_seed_without_empty_windows(tmp_path,
     script.write_text(FAKE_OFFICIAL)
     monkeypatch.setattr(official, "official_available", lambda venv=None: None)
     monkeypatch.setattr(official, "official_command",
-                        lambda python, src, suite, task, seed, budget, logdir, events, save_every_s=300:
+                        lambda python, src, suite, task, seed, budget, logdir, events, save_every_s=300, variant=None:
                         [official.sys.executable, str(script), str(budget["env_steps_total"]), str(events)])
 
     def run(steps):
@@ -192,3 +192,46 @@ def test_a_venv_of_an_older_setup_recipe_is_refused_with_the_fix(tmp_path):
     (venv / ".complete").write_text(official.OFFICIAL_BUILD + "\n")
     reason = official.official_available(venv)  # the marker passes; the source may still be absent here
     assert reason is None or reason.startswith("the official source is incomplete"), reason
+
+
+def test_exact_twohot_mean_is_the_mean_and_exactly_zero_for_mirrored_probabilities():
+    import numpy as np
+
+    from benchmarks.official.official_entry import exact_symmetric_twohot_mean
+
+    x = np.linspace(-20.0, 20.0, 255, dtype=np.float32)
+    bins = (np.sign(x) * np.expm1(np.abs(x))).astype(np.float32)  # DreamerV3's symexp bins, mirror-symmetric
+    assert np.array_equal(bins, -bins[::-1])
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(255), size=64).astype(np.float32)
+    exact = (probs.astype(np.float64) * bins.astype(np.float64)).sum(-1)
+    got = exact_symmetric_twohot_mean(probs, bins)
+    assert np.allclose(got, exact, rtol=1e-4, atol=1e-3 * np.abs(bins).max() / 255)
+    uniform = np.full((4, 255), 1 / 255, np.float32)  # a zero-initialised head's softmax
+    assert np.all(exact_symmetric_twohot_mean(uniform, bins) == 0.0)
+    mirrored = (probs + probs[:, ::-1]) / 2
+    assert np.all(exact_symmetric_twohot_mean(mirrored, bins) == 0.0)
+    # the same mean summed left to right in float32 is not 0: the rounding the variant removes
+    assert np.any(np.cumsum(uniform * bins, axis=-1, dtype=np.float32)[:, -1] != 0.0)
+    even = np.array([-3.0, -1.0, 1.0, 3.0], np.float32)  # an even bin count has no middle bin
+    assert np.isclose(exact_symmetric_twohot_mean(np.array([0.1, 0.2, 0.3, 0.4], np.float32), even), 1.0)
+
+
+def test_an_official_variant_is_run_keyed_and_written_apart(tmp_path):
+    budget = dict(BUDGET, log_every=300)
+    cmd = official.official_command(official.Path("py"), official.Path("src"), "dmc", "cheetah-run", 1, budget,
+                                    official.Path("log"), official.Path("ev.jsonl"), variant="exact-twohot")
+    assert cmd.index("--exact-twohot") < cmd.index("--")  # a flag of official_entry.py, not of dreamerv3
+    ref = official.official_command(official.Path("py"), official.Path("src"), "dmc", "cheetah-run", 1, budget,
+                                    official.Path("log"), official.Path("ev.jsonl"))
+    assert "--exact-twohot" not in ref
+    out = tmp_path / "dmc_cheetah-run.jsonl"
+    events = [_event(100, 1.0), _event(700, 2.0)]
+    assert official.append_new_lines(out, _lines(events, finished=True)) == 4
+    variant = official.events_to_lines(events, suite="dmc", task="cheetah-run", seed=3, budget=BUDGET,
+                                       log_every=300, finished=True, machine="m", commit="c", variant="exact-twohot")
+    assert all(ln["variant"] == "exact-twohot" for ln in variant)
+    assert official.append_new_lines(out, variant) == 4  # same seed and windows, another series
+    assert official.append_new_lines(out, variant) == 0
+    with pytest.raises(SystemExit):
+        official.parse_args(["--suite", "dmc", "--task", "cheetah-run", "--variant", "no-such-variant"])
