@@ -72,7 +72,7 @@ DEFAULT_REPEAT = {"dmc": 2, "metaworld": 2, "gym": 1}
 DEFAULT_EPISODE_FRAMES = {"dmc": 1000, "metaworld": 500, "gym": 0}
 """Frames per episode unless --episode-frames (gym 0 = the env's registered time limit)."""
 HARVEST_EVERY_S = 60.0
-"""Seconds between appends of a training seed's windows so far (train_and_harvest)."""
+"""Default seconds between appends of a training seed's windows so far (--harvest-every-s, train_and_harvest)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,7 +110,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", default=None, help="run folders (default runs/learning_curve/<suite>_<task>)")
     p.add_argument("--plot-only", action="store_true",
                    help="train nothing: write the lines the run folders hold so far, and the plot")
+    p.add_argument("--harvest-every-s", type=float, default=HARVEST_EVERY_S, metavar="S",
+                   help=f"while a seed trains, append its finished windows to --out every S seconds "
+                        f"(default {HARVEST_EVERY_S:g})")
     args = p.parse_args(argv)
+    if args.harvest_every_s <= 0:
+        p.error("--harvest-every-s must be > 0")
     for name in ("env_steps", "batch", "seq_len", "num_envs", "log_every"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -545,8 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     sha, t0 = commit(), time.time()
     from muse_common.files import read_jsonl
 
-    written = 0
-    written += ensure_random_line(out, args.random_episodes, lambda n: random_line(
+    written = [0]  # lines appended, by the helper thread while a seed trains and after it
+    written[0] += ensure_random_line(out, args.random_episodes, lambda n: random_line(
         cfgs[args.seeds[0]], args, n, args.seeds[0], machine(), sha))
     walls = {}
     for seed in args.seeds:
@@ -557,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
             """Append the seed's checkpointed windows the file lacks and replot if there were any, so a long
             command shows progress; returns how many."""
             n = append_new(out, run_lines(run, cfg, args, seed, machine(), sha))
+            written[0] += n
             if n:
                 plot(out, png, args.suite, args.task)
             return n
@@ -564,11 +570,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.plot_only:
             try:
                 walls[seed] = train_and_harvest(partial(train_seed, cfg, run, args.agent), harvest,
-                                                HARVEST_EVERY_S)
+                                                args.harvest_every_s)
             except stops as e:  # a refused resume, a busy folder, a diverged loss: one line, finished seeds kept
                 print(f"learning_curve: error: seed {seed}: {' '.join(str(e).split())}", file=sys.stderr)
                 return 2
-        written += harvest()  # the seed's last windows (all of them with --plot-only)
+        harvest()  # the seed's last windows (all of them with --plot-only)
     plotted = plot(out, png, args.suite, args.task)
     every = list(read_jsonl(out))  # the file as written: summary, random line and target from one read
     lines = [x for x in every if in_series(x, "muse_jax", args.agent, args.variant)]
@@ -582,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     rand = [x for x in every if x.get("impl") == "random"]
     emit_record({"suite": args.suite, "task": args.task, "agent": args.agent, "variant": args.variant,
                  "seeds": args.seeds,
-                 "env_steps": args.env_steps, "lines_written": written, "final": final,
+                 "env_steps": args.env_steps, "lines_written": written[0], "final": final,
                  "random_score": rand[0]["score"] if rand else None,
                  "random_episodes": rand[0]["episodes"] if rand else None, "wall_s_per_seed": walls,
                  "target": judge_target(every, "success_rate" if args.suite == "metaworld" else "score",

@@ -28,7 +28,8 @@ def _run(*flags: str, timeout: int = 900) -> subprocess.CompletedProcess:
 TINY = ("--suite", "gym", "--task", "Pendulum-v1", "--seeds", "0", "--env-steps", "240", "--episode-frames", "40",
         "--num-envs", "2", "--size", "nano", "--batch", "4", "--seq-len", "8", "--train-ratio", "8",
         "--prefill", "80", "--log-every", "80", "--random-episodes", "2",
-        "--set", "model.bins=31", "--set", "model.mlp_layers=1")
+        "--set", "model.bins=31", "--set", "model.mlp_layers=1",
+        "--harvest-every-s", "0.2")  # windows are also appended while the seed trains, and counted
 
 
 @pytest.mark.slow
