@@ -19,10 +19,12 @@ Started by benchmarks/official/run.py (never imported by the project). It calls 
   and value heads is computed as `exact_symmetric_twohot_mean` below. The official `TwoHot.pred` sums
   the mirrored bins pairwise so that a zero-initialised head predicts exactly 0, but under `jax.jit` the
   CPU XLA of its pinned jax 0.4.33 reorders that sum: terms of +-1.9e6 (probability 1/255 times the
-  outer bins' 4.85e8) then cancel in float32 with an error of ~0.1 per state, so for the first ~1k
-  updates its imagined rewards and values carry noise of that size (docs/official_comparison.md,
-  "Two-hot rounding noise"). The variant removes only that rounding; the mean is the same in exact
-  arithmetic.
+  outer bins' 4.85e8) then cancel in float32 with an error of ~0.1-0.2 per state (0.175 for a fresh
+  head; eager: 0), so while the outer logits stay mirrored (the first updates of a run; 0.06-0.14 over
+  updates 4-62 on cheetah-run) its imagined rewards and values are noise of that size
+  (docs/official_comparison.md, "Two-hot rounding noise"). The variant removes only that rounding; the
+  mean is the same in exact arithmetic. Measured effect on cheetah-run: docs/learning_curves/tr512/
+  twohot_noise/README.md.
 
     .official/venv/bin/python benchmarks/official/official_entry.py --src .official/dreamer-3.3.1 \
         --repo . --events E.jsonl --suite dmc --task cartpole-swingup --repeat 2 --episode-frames 1000 \
