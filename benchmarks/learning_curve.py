@@ -550,22 +550,21 @@ def main(argv: list[str] | None = None) -> int:
     sha, t0 = commit(), time.time()
     from muse_common.files import read_jsonl
 
-    written = [0]  # lines appended, by the helper thread while a seed trains and after it
-    written[0] += ensure_random_line(out, args.random_episodes, lambda n: random_line(
+    written = ensure_random_line(out, args.random_episodes, lambda n: random_line(
         cfgs[args.seeds[0]], args, n, args.seeds[0], machine(), sha))
     walls = {}
     for seed in args.seeds:
         run = runs / (f"{args.agent}-{args.variant}_seed{seed}" if args.variant else f"{args.agent}_seed{seed}")
         cfg = cfgs[seed]
 
-        def harvest(run: Path = run, cfg: Any = cfg, seed: int = seed) -> int:
-            """Append the seed's checkpointed windows the file lacks and replot if there were any, so a long
-            command shows progress; returns how many."""
+        def harvest(run: Path = run, cfg: Any = cfg, seed: int = seed) -> None:
+            """Append the seed's checkpointed windows the file lacks (counted in `written`) and replot if
+            there were any, so a long command shows progress."""
+            nonlocal written  # by the helper thread while a seed trains, and after it
             n = append_new(out, run_lines(run, cfg, args, seed, machine(), sha))
-            written[0] += n
+            written += n
             if n:
                 plot(out, png, args.suite, args.task)
-            return n
 
         if not args.plot_only:
             try:
@@ -588,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     rand = [x for x in every if x.get("impl") == "random"]
     emit_record({"suite": args.suite, "task": args.task, "agent": args.agent, "variant": args.variant,
                  "seeds": args.seeds,
-                 "env_steps": args.env_steps, "lines_written": written[0], "final": final,
+                 "env_steps": args.env_steps, "lines_written": written, "final": final,
                  "random_score": rand[0]["score"] if rand else None,
                  "random_episodes": rand[0]["episodes"] if rand else None, "wall_s_per_seed": walls,
                  "target": judge_target(every, "success_rate" if args.suite == "metaworld" else "score",

@@ -44,6 +44,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
+from benchmarks.learning_curve import append_new, in_series  # noqa: E402  (the same file, keys and series)
 from benchmarks.report import emit_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -158,20 +159,6 @@ def events_to_lines(events: list[dict[str, Any]], *, suite: str, task: str, seed
     return lines
 
 
-def append_new_lines(path: Path, lines: list[dict[str, Any]]) -> int:
-    """Append the lines whose (impl, variant, seed, env_steps) the file lacks; whole lines, flushed and fsynced."""
-    key = lambda r: (r.get("impl"), r.get("variant"), r.get("seed"), r.get("env_steps"))  # noqa: E731
-    have = {key(r) for r in read_jsonl(path)}
-    new = [ln for ln in lines if key(ln) not in have]
-    if new:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as f:
-            f.write("".join(json.dumps(ln) + "\n" for ln in new))
-            f.flush()
-            os.fsync(f.fileno())
-    return len(new)
-
-
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -213,7 +200,7 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
         lines = events_to_lines(read_jsonl(events), suite=args.suite, task=args.task, seed=seed, budget=budget,
                                 log_every=budget["log_every"], finished=finished, machine=machine_string(),
                                 commit=commit, variant=args.variant)
-        return append_new_lines(out, lines)
+        return append_new(out, lines)
 
     if done.exists():
         summary = json.loads(done.read_text())
@@ -323,7 +310,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finals = {}
     for row in read_jsonl(out):
         last = row.get("env_steps") == budget["env_steps_total"]
-        if row.get("impl") == "official" and row.get("variant") == args.variant and row.get("seed") in seeds and last:
+        if in_series(row, "official", "dreamer", args.variant) and row.get("seed") in seeds and last:
             finals[row["seed"]] = row.get("score")
     return emit_record({"benchmark": "official_learning_curve", "official_version": OFFICIAL_VERSION,
                         "variant": args.variant, "suite": args.suite, "task": args.task, "seeds": seeds,

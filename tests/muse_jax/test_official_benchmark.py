@@ -58,8 +58,8 @@ def test_appending_twice_adds_no_duplicate(tmp_path):
     out = tmp_path / "dmc_cartpole-swingup.jsonl"
     out.write_text(json.dumps({"impl": "muse_jax", "seed": 3, "env_steps": 300}) + "\n")
     lines = _lines([_event(100, 1.0), _event(700, 2.0)], finished=True)
-    assert official.append_new_lines(out, lines) == len(lines)
-    assert official.append_new_lines(out, lines) == 0
+    assert official.append_new(out, lines) == len(lines)
+    assert official.append_new(out, lines) == 0
     rows = official.read_jsonl(out)
     assert len(rows) == 1 + len(lines)
     assert len({(r["impl"], r["seed"], r["env_steps"]) for r in rows}) == len(rows)
@@ -227,11 +227,11 @@ def test_an_official_variant_is_run_keyed_and_written_apart(tmp_path):
     assert "--exact-twohot" not in ref
     out = tmp_path / "dmc_cheetah-run.jsonl"
     events = [_event(100, 1.0), _event(700, 2.0)]
-    assert official.append_new_lines(out, _lines(events, finished=True)) == 4
+    assert official.append_new(out, _lines(events, finished=True)) == 4
     variant = official.events_to_lines(events, suite="dmc", task="cheetah-run", seed=3, budget=BUDGET,
                                        log_every=300, finished=True, machine="m", commit="c", variant="exact-twohot")
     assert all(ln["variant"] == "exact-twohot" for ln in variant)
-    assert official.append_new_lines(out, variant) == 4  # same seed and windows, another series
-    assert official.append_new_lines(out, variant) == 0
+    assert official.append_new(out, variant) == 4  # same seed and windows, another series
+    assert official.append_new(out, variant) == 0
     with pytest.raises(SystemExit):
         official.parse_args(["--suite", "dmc", "--task", "cheetah-run", "--variant", "no-such-variant"])
