@@ -46,6 +46,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.learning_curve import append_new, in_series  # noqa: E402  (the same file, keys and series)
 from benchmarks.report import emit_record  # noqa: E402
+from muse_common.files import read_jsonl  # noqa: E402  (warns on a bad line instead of dropping it)
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OFFICIAL_VERSION = "dreamer==3.3.1"
@@ -101,21 +102,6 @@ def official_command(python: Path, src: Path, suite: str, task: str, seed: int, 
         "--report_length", str(min(32, int(budget["seq_len"]))),  # its report reads the train replay's chunks
         "--run.log_every", "120", "--run.save_every", str(save_every_s), "--logger.outputs", "jsonl",
     ]
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file; a torn last line (killed writer) is skipped."""
-    rows = []
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return rows
-    for line in lines:
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 def events_to_lines(events: list[dict[str, Any]], *, suite: str, task: str, seed: int, budget: dict[str, Any],
@@ -197,14 +183,14 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
     commit = git_commit()
 
     def convert(finished: bool) -> int:
-        lines = events_to_lines(read_jsonl(events), suite=args.suite, task=args.task, seed=seed, budget=budget,
+        lines = events_to_lines(list(read_jsonl(events)), suite=args.suite, task=args.task, seed=seed, budget=budget,
                                 log_every=budget["log_every"], finished=finished, machine=machine_string(),
                                 commit=commit, variant=args.variant)
         return append_new(out, lines)
 
     if done.exists():
         summary = json.loads(done.read_text())
-        if finished_budget(summary, read_jsonl(events), budget["log_every"]) >= int(budget["env_steps_total"]):
+        if finished_budget(summary, list(read_jsonl(events)), budget["log_every"]) >= int(budget["env_steps_total"]):
             convert(True)
             return summary
         # a longer budget than the finished run's: resume it from its checkpoint; done.json is rewritten at the end
@@ -231,7 +217,7 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
               f"see {rundir / 'run.log'}; rerun the same command to resume.", file=sys.stderr)
         return {"seed": seed, "ok": False, "returncode": proc.returncode}
     convert(True)
-    ev = read_jsonl(events)
+    ev = list(read_jsonl(events))
     summary = {"seed": seed, "ok": True, "episodes": len(ev), "wall_s_this_call": round(time.time() - t0, 1),
                "wall_s": ev[-1]["wall_s"] if ev else None, "train_steps": ev[-1]["train_steps"] if ev else None,
                "env_steps_total": int(budget["env_steps_total"])}

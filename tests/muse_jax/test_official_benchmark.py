@@ -12,9 +12,14 @@ import math
 import pytest
 
 from benchmarks.official import run as official
+from muse_common.files import read_jsonl
 
 BUDGET = {"size": "size1m", "train_ratio": 32, "batch": 16, "seq_len": 64, "num_envs": 2, "action_repeat": 2,
           "episode_frames": 1000, "env_steps_total": 1000, "prefill": 0}
+
+
+def rows_of(path) -> list[dict]:
+    return list(read_jsonl(path))
 
 
 def _event(step, score, success=None, train=0, wall=0.0):
@@ -60,7 +65,7 @@ def test_appending_twice_adds_no_duplicate(tmp_path):
     lines = _lines([_event(100, 1.0), _event(700, 2.0)], finished=True)
     assert official.append_new(out, lines) == len(lines)
     assert official.append_new(out, lines) == 0
-    rows = official.read_jsonl(out)
+    rows = rows_of(out)
     assert len(rows) == 1 + len(lines)
     assert len({(r["impl"], r["seed"], r["env_steps"]) for r in rows}) == len(rows)
 
@@ -68,7 +73,7 @@ def test_appending_twice_adds_no_duplicate(tmp_path):
 def test_torn_last_line_is_skipped(tmp_path):
     path = tmp_path / "e.jsonl"
     path.write_text(json.dumps(_event(5, 1.0)) + "\n" + '{"env_steps": 9, "sco')
-    assert [r["env_steps"] for r in official.read_jsonl(path)] == [5]
+    assert [r["env_steps"] for r in rows_of(path)] == [5]
 
 
 def test_bad_log_every_is_refused():
@@ -84,7 +89,7 @@ def test_tiny_official_run_writes_curve_lines_and_resumes_without_duplicates(tmp
             "--out-dir", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs")]
     summary = official.main(argv)
     assert summary["runs"][0]["ok"], summary
-    rows = official.read_jsonl(tmp_path / "out" / "gym_Pendulum-v1.jsonl")
+    rows = rows_of(tmp_path / "out" / "gym_Pendulum-v1.jsonl")
     assert [r["env_steps"] for r in rows] == [100, 200, 300]
     # Pendulum's reward is in [-16.3, 0] per frame: 100-frame episodes score in [-1630, 0].
     scores = [r["score"] for r in rows if r["score"] is not None]
@@ -92,10 +97,10 @@ def test_tiny_official_run_writes_curve_lines_and_resumes_without_duplicates(tmp
     assert rows[-1]["train_steps"] > 0 and rows[-1]["budget"]["episode_frames"] == 100
     assert all(r["impl"] == "official" and r["frames"] == 2 * r["env_steps"] for r in rows)
     official.main(argv)  # finished: a rerun adds nothing
-    assert len(official.read_jsonl(tmp_path / "out" / "gym_Pendulum-v1.jsonl")) == 3
+    assert len(rows_of(tmp_path / "out" / "gym_Pendulum-v1.jsonl")) == 3
     # a longer budget resumes the finished seed from its checkpoint; the new window holds new episodes
     longer = official.main([*argv[:argv.index("--env-steps") + 1], "400", *argv[argv.index("--env-steps") + 2:]])
-    rows = official.read_jsonl(tmp_path / "out" / "gym_Pendulum-v1.jsonl")
+    rows = rows_of(tmp_path / "out" / "gym_Pendulum-v1.jsonl")
     assert longer["runs"][0]["ok"] and [r["env_steps"] for r in rows] == [100, 200, 300, 400]
     assert rows[-1]["episodes"] >= 1 and rows[-1]["train_steps"] > rows[2]["train_steps"]
 
@@ -157,15 +162,15 @@ def test_a_longer_budget_resumes_a_finished_seed_without_empty_windows(tmp_path,
     out = tmp_path / "out" / "gym_Pendulum-v1.jsonl"
     done = tmp_path / "runs" / "gym_Pendulum-v1" / "seed0" / "done.json"
     assert run(300)["runs"][0]["ok"] and json.loads(done.read_text())["env_steps_total"] == 300
-    rows = official.read_jsonl(out)
+    rows = rows_of(out)
     assert [(r["env_steps"], r["score"]) for r in rows] == [(100, 100.0), (200, 200.0), (300, 300.0)]
     summary = run(500)
     assert summary["runs"][0]["ok"] and summary["final_scores"] == {0: 500.0}
-    assert [(r["env_steps"], r["score"]) for r in official.read_jsonl(out)][3:] == [(400, 400.0), (500, 500.0)]
+    assert [(r["env_steps"], r["score"]) for r in rows_of(out)][3:] == [(400, 400.0), (500, 500.0)]
     assert run(500)["runs"][0] == json.loads(done.read_text())  # finished at this budget: nothing reruns
     legacy = {k: v for k, v in json.loads(done.read_text()).items() if k != "env_steps_total"}
     done.write_text(json.dumps(legacy))
-    assert run(500)["runs"][0] == legacy and len(official.read_jsonl(out)) == 5
+    assert run(500)["runs"][0] == legacy and len(rows_of(out)) == 5
 
 
 def test_finished_budget_of_a_legacy_summary_is_its_last_window():
