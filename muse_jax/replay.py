@@ -34,6 +34,12 @@ Design choices (documented because DreamerV3 implementations differ):
   episode ends (the competence labels need the outcome), within that episode. The queue is not part of
   `state_dict`: after a resume, sampling is uniform until the next episode is added (the official does
   not save it either). Chunks of evicted episodes are skipped.
+- Unfinished episodes (dreamerv3 samples every step as soon as it is stored), optional: `set_unfinished`
+  hands over the envs' episodes so far, which `sample` then draws from with the stored ones, uniformly
+  over every valid start, until the next call. They are copies the caller made, never stored, written
+  back, evicted or saved (a finished episode comes back through `add_episode`, a checkpoint keeps the
+  collector's own), and their `time_to_success` is -1 throughout: the outcome is unknown, so only an
+  agent without the competence loss may sample them (config `replay.unfinished`, Dreamer only).
 """
 
 from __future__ import annotations
@@ -103,6 +109,7 @@ class Replay:
         self._rng = np.random.default_rng(seed)
         self.episodes_added = 0
         self._read_only: set[int] = set()  # ids of episodes whose latents are shared views (no write-back)
+        self._unfinished: list[dict[str, np.ndarray]] = []  # set_unfinished: sampled, never stored
         self.last_positions: list[tuple[dict[str, np.ndarray], int]] = []
         """(episode, offset) of each row of the latest `sample`, for `write_back`."""
 
@@ -154,15 +161,28 @@ class Replay:
             self._read_only.discard(id(old))
             self._steps -= len(old["reward"])
 
+    def set_unfinished(self, episodes: Sequence[Mapping[str, np.ndarray]]) -> None:
+        """The envs' unfinished episodes so far ([T, ...] arrays, the stored keys but `time_to_success`),
+        sampled with the stored episodes until the next call (see the module docstring)."""
+        self._unfinished = [{**{k: np.asarray(v) for k, v in ep.items()},
+                             "time_to_success": np.full(len(ep["reward"]), -1.0, np.float32)} for ep in episodes]
+
+    def _sampleable(self) -> list[dict[str, np.ndarray]]:
+        return [*self._episodes, *self._unfinished]
+
+    def num_starts(self) -> int:
+        """Chunk start positions `sample` can draw from (dreamerv3's `len(replay)`: items, one per start)."""
+        return sum(max(len(ep["reward"]) - self.seq_len + 1, 0) for ep in self._sampleable())
+
     def can_sample(self) -> bool:
-        return any(len(ep["reward"]) >= self.seq_len for ep in self._episodes)
+        return any(len(ep["reward"]) >= self.seq_len for ep in self._sampleable())
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         """B chunks of T consecutive steps from within single episodes, as [B, T, ...] arrays, plus
         `start_deter` [B, D] / `start_stoch` [B, S] (class indices) when replay context applies.
         Online mode: queued fresh chunks fill the first rows (see the module docstring)."""
         T = self.seq_len
-        eps = list(self._episodes)
+        eps = self._sampleable()
         starts = np.array([max(len(ep["reward"]) - T + 1, 0) for ep in eps])
         total = int(starts.sum())
         if total == 0:

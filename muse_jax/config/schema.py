@@ -292,6 +292,12 @@ class ReplayConfig:
     departures: chunks are queued when their episode ends, within it). Off by default here: the figures
     in the README were measured with uniform sampling. Adaptation always samples uniformly (its task
     replays start with the retained pre-training episodes, which are not fresh)."""
+    unfinished: bool = False
+    """Pre-training also samples the envs' unfinished episodes so far, and training starts once replay holds
+    B * T chunk starts (dreamerv3's replay holds every step as it arrives and its `Ratio` starts at
+    `len(replay) >= batch_size * batch_length` items: ~1.3k agent steps on DMC with 4 envs, where waiting for
+    finished episodes starts at 2k). Dreamer only: an unfinished episode's outcome, and so its competence
+    labels, is unknown. Off by default: the figures in the README were measured without it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,7 +367,10 @@ class Config:
     agent: AgentKind = setting("muse", Allowed(
         lambda v, c: v != "muse" or c.env.suite == "metaworld",
         "'dreamer' when env.suite is dmc or gym (MUSE's competence head learns from a task success signal, which "
-        "only Meta-World defines): add --agent dreamer"))
+        "only Meta-World defines): add --agent dreamer"), Allowed(
+        lambda v, c: v != "muse" or not c.replay.unfinished,
+        "'dreamer' when replay.unfinished is on (MUSE's competence labels need each episode's outcome): add "
+        "--agent dreamer or set replay.unfinished=false"))
     """Agent kind: "muse" has the self-awareness (competence) head and loss; "dreamer" is the same model
     without them (MUSE §3.2: "the self-awareness and self-regulation modules omitted"). "muse" needs
     env.suite metaworld (the only suite with a success signal)."""

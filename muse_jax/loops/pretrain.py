@@ -237,14 +237,27 @@ class _Pretraining:
             self.driver.metrics.check()
 
     def ready_to_train(self, tick: Tick) -> bool:
-        """dreamerv3 starts once replay holds B * T steps; its replay counts every step as it arrives, ours
-        stores finished episodes, so: B * T env steps collected and one chunk to sample (the same step
-        whether or not the run was killed and resumed in between)."""
+        """dreamerv3 starts once replay holds B * T items (chunk starts); its replay counts every step as it
+        arrives. With `replay.unfinished` so does this one: B * T chunk starts, unfinished episodes included.
+        Otherwise it stores finished episodes only, so: B * T env steps collected and one chunk to sample
+        (the same step whether or not the run was killed and resumed in between)."""
         r = self.cfg.replay
-        return self.should_train.started or (tick.env_step >= r.batch_size * r.seq_len and self.replay.can_sample())
+        if self.should_train.started:
+            return True
+        if r.unfinished:
+            self._share_unfinished()
+            return self.replay.num_starts() >= r.batch_size * r.seq_len
+        return tick.env_step >= r.batch_size * r.seq_len and self.replay.can_sample()
 
     def train(self, tick: Tick) -> None:
-        self.driver.train(self.replay, self.driver.train_steps + self.should_train(tick.env_step))
+        owed = self.should_train(tick.env_step)
+        if owed and self.cfg.replay.unfinished:
+            self._share_unfinished()
+        self.driver.train(self.replay, self.driver.train_steps + owed)
+
+    def _share_unfinished(self) -> None:
+        """Hand the envs' episodes so far to replay (`replay.unfinished`; copies, rebuilt at each call)."""
+        self.replay.set_unfinished([ep.data for ep in self.collector.partial_episodes() if ep is not None])
 
     def log(self, tick: Tick) -> None:
         """One metrics.jsonl line: counters, the window's mean train metrics and episode stats, throughput."""

@@ -67,6 +67,7 @@ def test_replace_validates():
         ({"behavior.imag_horizon": -1}, r"behavior.imag_horizon"),
         ({"model.size": "huge"}, r"'model.size' = 'huge' is not a preset"),
         ({"model.deter": 100}, r"multiple of model.blocks"),
+        ({"replay.unfinished": True}, r"'agent' = 'muse'.*replay.unfinished is on .*--agent dreamer"),
     ],
 )
 def test_bad_values_name_the_key(overrides, pattern):

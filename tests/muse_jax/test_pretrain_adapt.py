@@ -307,3 +307,34 @@ def test_online_replay_puts_fresh_chunks_into_pretraining_batches(cfg, tmp_path,
     budget = cfg.replace({"replay.online": True, "replay.seq_len": 8, "train.train_ratio": 64})
     pre._pretrain(budget, tmp_path / "online", stop_at=150, echo=lambda s: None)
     assert fresh_rows and sum(fresh_rows) > 0  # (the default, no queue, is pinned in test_replay.py)
+
+
+def test_unfinished_episodes_start_training_at_dreamerv3s_item_count(cfg, tmp_path, monkeypatch):
+    """`replay.unfinished: true`: pre-training hands replay the envs' episodes so far, starts training at the
+    first tick where replay holds B * T chunk starts (dreamerv3 `len(replay) >= batch_size * batch_length`)
+    and samples rows from episodes that have not ended."""
+    from muse_jax.replay import Replay
+
+    seen: list[tuple[int, bool]] = []  # (chunk starts, sampled) per replay call, in order
+    open_rows: list[int] = []
+
+    class Recording(Replay):
+        def num_starts(self):
+            n = super().num_starts()
+            seen.append((n, False))
+            return n
+
+        def sample(self, batch_size):
+            out = super().sample(batch_size)
+            seen.append((super().num_starts(), True))
+            open_rows.append(sum(any(ep is u for u in self._unfinished) for ep, _ in self.last_positions))
+            return out
+
+    monkeypatch.setattr(pre, "Replay", Recording)
+    budget = cfg.replace({"agent": "dreamer", "replay.unfinished": True})
+    pre._pretrain(budget, tmp_path / "unfinished", stop_at=200, echo=lambda s: None)
+    need = budget.replay.batch_size * budget.replay.seq_len
+    first = next(i for i, (_, sampled) in enumerate(seen) if sampled)
+    assert seen[first - 1] == (seen[first - 1][0], False) and seen[first - 1][0] >= need  # the start check
+    assert all(n < need for n, sampled in seen[:first - 1])  # not a tick earlier
+    assert sum(open_rows) > 0

@@ -188,3 +188,28 @@ def test_online_queue_skips_evicted_episodes_and_is_not_restored():
     restored = Replay(16, 4, seed=0, online=True)
     restored.load_state_dict(replay.state_dict())
     assert not restored._queue
+
+
+def test_unfinished_episodes_are_sampled_until_replaced_but_never_stored():
+    """`replay.unfinished` (dreamerv3 samples every step as it arrives): the envs' episodes so far are drawn
+    with the stored ones, count as chunk starts, carry time_to_success -1 (outcome unknown), and are never
+    written back, saved or kept past the next `set_unfinished`."""
+    replay = Replay(1000, 4, seed=0)
+    replay.add_episode(_with_latents(6, 1.0))  # 3 starts
+    assert replay.num_starts() == 3
+    open_ep = {k: v for k, v in _with_latents(9, 2.0).items() if k != "time_to_success"}  # 6 starts
+    replay.set_unfinished([open_ep])
+    assert replay.num_starts() == 9 and len(replay) == 6 and replay.num_episodes == 1
+    batch = replay.sample(200)
+    drawn = batch["reward"][:, 0]
+    assert set(np.unique(drawn)) == {1.0, 2.0}
+    assert abs((drawn == 2.0).mean() - 6 / 9) < 0.1  # uniform over every start, stored or not
+    np.testing.assert_array_equal(batch["time_to_success"][drawn == 2.0], -1.0)
+    assert replay.write_back(replay.last_positions, np.ones((200, 4, 4)), np.ones((200, 4, 3))) == (drawn == 1.0).sum()
+    assert np.all(open_ep["deter"] == 0)  # the caller's arrays are never written
+    assert replay.state_dict()["episode_lengths"].tolist() == [6]
+    replay.set_unfinished([])
+    assert replay.num_starts() == 3 and set(np.unique(replay.sample(50)["reward"][:, 0])) == {1.0}
+    short = Replay(1000, 4, seed=0)
+    short.set_unfinished([{k: v[:3] for k, v in open_ep.items()}])  # shorter than T: nothing to sample
+    assert not short.can_sample() and short.num_starts() == 0
