@@ -93,7 +93,8 @@ def test_pretraining_start_rule_through_the_loop_owes_what_dreamerv3_rule_gives(
 
     col = ScriptedCollector(num_envs=num_envs, length=length)
     stored = {"episodes": 0}
-    fake = types.SimpleNamespace(cfg=types.SimpleNamespace(replay=types.SimpleNamespace(batch_size=B, seq_len=T)),
+    fake = types.SimpleNamespace(cfg=types.SimpleNamespace(replay=types.SimpleNamespace(batch_size=B, seq_len=T,
+                                                                                    unfinished=False)),
                                  should_train=TrainRatio(ratio, B, T),
                                  replay=types.SimpleNamespace(can_sample=lambda: stored["episodes"] > 0))
     trained = {"n": 0}
