@@ -170,9 +170,13 @@ class Replay:
     def _sampleable(self) -> list[dict[str, np.ndarray]]:
         return [*self._episodes, *self._unfinished]
 
+    def _start_counts(self, eps: Sequence[Mapping[str, np.ndarray]]) -> np.ndarray:
+        """Valid chunk starts per episode (0 for one shorter than T)."""
+        return np.array([max(len(ep["reward"]) - self.seq_len + 1, 0) for ep in eps], np.int64)
+
     def num_starts(self) -> int:
         """Chunk start positions `sample` can draw from (dreamerv3's `len(replay)`: items, one per start)."""
-        return sum(max(len(ep["reward"]) - self.seq_len + 1, 0) for ep in self._sampleable())
+        return int(self._start_counts(self._sampleable()).sum())
 
     def can_sample(self) -> bool:
         return any(len(ep["reward"]) >= self.seq_len for ep in self._sampleable())
@@ -183,7 +187,7 @@ class Replay:
         Online mode: queued fresh chunks fill the first rows (see the module docstring)."""
         T = self.seq_len
         eps = self._sampleable()
-        starts = np.array([max(len(ep["reward"]) - T + 1, 0) for ep in eps])
+        starts = self._start_counts(eps)
         total = int(starts.sum())
         if total == 0:
             raise ValueError(f"no stored episode has >= seq_len={T} steps yet; collect more before sampling.")
