@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import re
 import subprocess
@@ -423,8 +424,22 @@ def judge_target(lines: Iterable[dict[str, Any]], key: str = "score", agent: str
     return out
 
 
-def plot(path: Path, png: Path, suite: str, task: str) -> bool:
-    """One PNG per task from every line in `path`; False when there is nothing to plot."""
+ZOOM_RATIO = 3.0
+"""A zoomed second panel is drawn when the published curve's top over the plotted range is more than this
+many times the runs' top: runs far below the published curve are otherwise a flat line at the bottom."""
+
+
+def needs_zoom(runs_top: float, published_top: float | None) -> bool:
+    """Whether the runs' own scale needs a panel of its own beside the one with the published curve."""
+    return published_top is not None and runs_top > 0 and published_top > ZOOM_RATIO * runs_top
+
+
+def plot(path: Path, png: Path, suite: str, task: str) -> int:
+    """One PNG per task from every line in `path`; returns its number of panels (0: nothing to plot).
+
+    Panel 1 holds every series and the published curve; where the published curve dwarfs the runs
+    (`needs_zoom`), panel 2 repeats the runs and the random line on their own scale.
+    """
     import warnings
 
     import matplotlib
@@ -437,11 +452,10 @@ def plot(path: Path, png: Path, suite: str, task: str) -> bool:
     lines = list(read_jsonl(path))
     key = "success_rate" if suite == "metaworld" else "score"
     if not any(x.get(key) is not None for x in lines):
-        return False
-    fig, ax = plt.subplots(figsize=(7, 4))
+        return 0
     colors = {"muse_jax": "tab:blue", "official": "tab:orange"}
     variant_colors = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
-    xmax = 0
+    series = []  # (grid, mean, lo, hi, color, label) per implementation, agent and variant
     for impl in ("muse_jax", "official"):
         kinds = {(x.get("agent", "dreamer"), x.get("variant")) for x in lines if x.get("impl") == impl}
         for agent, variant in sorted(kinds, key=lambda k: (k[0], k[1] or "")):
@@ -451,39 +465,48 @@ def plot(path: Path, png: Path, suite: str, task: str) -> bool:
                 grid, mean, lo, hi, n = _seed_band(mine, key)
             if not grid:
                 continue
-            xmax = max(xmax, grid[-1])
             name = "this project" if impl == "muse_jax" else "official DreamerV3"
             c = next(variant_colors, "black") if variant else colors[impl]
             what = f"{agent}, {variant}" if variant else agent
-            ax.plot(grid, mean, c=c, marker="o", ms=3, label=f"{name} ({what}), mean of {n} seed(s)")
-            ax.fill_between(grid, lo, hi, color=c, alpha=0.2, lw=0)
+            series.append((grid, mean, lo, hi, c, f"{name} ({what}), mean of {n} seed(s)"))
+    xmax = max((s[0][-1] for s in series), default=0)
     rand = [x for x in lines if x.get("impl") == "random" and x.get(key) is not None]
-    if rand:
-        level = sum(float(x[key]) for x in rand) / len(rand)
-        ax.axhline(level, ls=":", c="tab:red", label=f"random policy: {level:.3g}")
+    level = sum(float(x[key]) for x in rand) / len(rand) if rand else None
     pub = published_curve(suite, task)
     if pub is not None:
-        values, label = pub
-        xs = sorted(values)  # the part of the published curve the runs cover, and at least its first two points
-        xs = [x for x in xs if x <= max(xmax * 1.25, xs[min(1, len(xs) - 1)])]
-        mean = [sum(values[x]) / len(values[x]) for x in xs]
-        ax.plot(xs, mean, c="gray", ls="--", marker="s", ms=3, label=label)
-        ax.fill_between(xs, [min(values[x]) for x in xs], [max(values[x]) for x in xs], color="gray", alpha=0.15,
-                        lw=0)
+        values, pub_label = pub
+        pub_xs = sorted(values)  # the part of the published curve the runs cover, and at least its first two
+        pub_xs = [x for x in pub_xs if x <= max(xmax * 1.25, pub_xs[min(1, len(pub_xs) - 1)])]
+    tops = [v for s in series for v in s[3] if math.isfinite(v)] + ([level] if level is not None else [])
+    runs_top = max(tops, default=0.0)
+    pub_top = max(max(values[x]) for x in pub_xs) if pub is not None else None
+    panels = 2 if needs_zoom(runs_top, pub_top) else 1
+    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 4), squeeze=False)
     budget = next((x.get("budget") for x in lines if x.get("impl") == "muse_jax" and x.get("budget")), None)
     rep = budget["action_repeat"] if budget else "?"
-    ax.set_xlabel(f"agent steps (policy decisions, summed over envs; frames = agent steps x {rep})")
-    ax.set_ylabel("success rate of training episodes" if key == "success_rate" else "episode return (training)")
     title = f"{suite} {task}"
     if budget:
         title += (f" | {budget['size']}, train ratio {budget['train_ratio']:g}, "
                   f"B{budget['batch']}xT{budget['seq_len']}, {budget['num_envs']} envs")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="best")
-    ax.grid(alpha=0.3)
+    for i, ax in enumerate(axes[0]):
+        for grid, mean, lo, hi, c, label in series:
+            ax.plot(grid, mean, c=c, marker="o", ms=3, label=label)
+            ax.fill_between(grid, lo, hi, color=c, alpha=0.2, lw=0)
+        if level is not None:
+            ax.axhline(level, ls=":", c="tab:red", label=f"random policy: {level:.3g}")
+        if pub is not None and i == 0:
+            mean = [sum(values[x]) / len(values[x]) for x in pub_xs]
+            ax.plot(pub_xs, mean, c="gray", ls="--", marker="s", ms=3, label=pub_label)
+            ax.fill_between(pub_xs, [min(values[x]) for x in pub_xs], [max(values[x]) for x in pub_xs],
+                            color="gray", alpha=0.15, lw=0)
+        ax.set_xlabel(f"agent steps (policy decisions, summed over envs; frames = agent steps x {rep})")
+        ax.set_ylabel("success rate of training episodes" if key == "success_rate" else "episode return (training)")
+        ax.set_title(title if i == 0 else "the runs on their own scale (published curve left out)", fontsize=9)
+        ax.legend(fontsize=7, loc="best")
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     atomic_save_figure(fig, png, dpi=110)
-    return True
+    return panels
 
 
 def train_seed(cfg: Any, run: Path, agent: str) -> float:

@@ -101,6 +101,28 @@ def test_published_dmc_curve_is_in_agent_steps(tmp_path, monkeypatch):
     assert lc.published_curve("gym", "Pendulum-v1") is None
 
 
+def test_runs_far_below_the_published_curve_get_a_panel_on_their_own_scale(tmp_path, monkeypatch):
+    sys.path.insert(0, str(REPO))
+    import benchmarks.learning_curve as lc
+
+    (tmp_path / "dreamerv3_dmc_proprio.csv").write_text(
+        "task,seed,step,score\ncheetah_run,0,10000,20\ncheetah_run,0,20000,300\n")
+    monkeypatch.setattr(lc, "PUBLISHED_DIR", tmp_path)
+    rand = {**_line("random", 0, 0, 7.0), "score_max": 12.0}
+    low = tmp_path / "low.jsonl"
+    low.write_text("".join(json.dumps(x) + "\n" for x in (rand, _line("muse_jax", 0, 2000, 8.0),
+                                                         _line("muse_jax", 0, 10000, 15.0))))
+    assert lc.plot(low, tmp_path / "low.png", "dmc", "cheetah-run") == 2  # 300 > 3 x 15
+    high = tmp_path / "high.jsonl"
+    high.write_text("".join(json.dumps(x) + "\n" for x in (rand, _line("muse_jax", 0, 10000, 150.0))))
+    assert lc.plot(high, tmp_path / "high.png", "dmc", "cheetah-run") == 1  # 300 < 3 x 150
+    assert lc.plot(high, tmp_path / "gym.png", "gym", "Pendulum-v1") == 1  # no published curve
+    assert (tmp_path / "low.png").stat().st_size > (tmp_path / "high.png").stat().st_size
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(json.dumps({**rand, "score": None}) + "\n")
+    assert lc.plot(empty, tmp_path / "empty.png", "dmc", "cheetah-run") == 0 and not (tmp_path / "empty.png").exists()
+
+
 @pytest.mark.parametrize("flags,words", [
     (("--suite", "metaworld", "--task", "coffee-buton-v3"), ("coffee-buton-v3", "coffee-button-v3")),
     (("--suite", "dmc", "--task", "cartpole-swingup", "--agent", "muse"), ("--agent dreamer",)),
