@@ -171,6 +171,7 @@ class _Pretraining:
         self.replay = Replay(cfg.replay.capacity, cfg.replay.seq_len, parallel.process_seed(self.seed),
                              context=cfg.replay.context, online=cfg.replay.online)
         self.counters: dict[str, Any] = {"env_steps": 0, "train_steps": 0, "episodes": 0}
+        self._unfinished_at: int | None = None  # the env step whose unfinished episodes replay holds
         state = self._restore(learner.state, echo) if ckpt.latest_step() is not None else learner.state
         self.collector = self._collector(learner.graphdef, state)
         self.driver = TrainDriver.data_parallel(cfg, learner.graphdef, state, self.counters["train_steps"], self.seed)
@@ -245,18 +246,22 @@ class _Pretraining:
         if self.should_train.started:
             return True
         if r.unfinished:
-            self._share_unfinished()
+            self._share_unfinished(tick.env_step)
             return self.replay.num_starts() >= r.batch_size * r.seq_len
         return tick.env_step >= r.batch_size * r.seq_len and self.replay.can_sample()
 
     def train(self, tick: Tick) -> None:
         owed = self.should_train(tick.env_step)
         if owed and self.cfg.replay.unfinished:
-            self._share_unfinished()
+            self._share_unfinished(tick.env_step)
         self.driver.train(self.replay, self.driver.train_steps + owed)
 
-    def _share_unfinished(self) -> None:
-        """Hand the envs' episodes so far to replay (`replay.unfinished`; copies, rebuilt at each call)."""
+    def _share_unfinished(self, env_step: int) -> None:
+        """Hand the envs' episodes so far to replay (`replay.unfinished`; copies, rebuilt once per tick: the
+        start check and the first training call share the tick's copy)."""
+        if self._unfinished_at == env_step:
+            return
+        self._unfinished_at = env_step
         self.replay.set_unfinished([ep.data for ep in self.collector.partial_episodes() if ep is not None])
 
     def log(self, tick: Tick) -> None:

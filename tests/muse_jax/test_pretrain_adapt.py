@@ -317,8 +317,13 @@ def test_unfinished_episodes_start_training_at_dreamerv3s_item_count(cfg, tmp_pa
 
     seen: list[tuple[int, bool]] = []  # (chunk starts, sampled) per replay call, in order
     open_rows: list[int] = []
+    shared: list[int] = []  # steps handed over per set_unfinished call
 
     class Recording(Replay):
+        def set_unfinished(self, episodes):
+            shared.append(sum(len(ep["reward"]) for ep in episodes))
+            return super().set_unfinished(episodes)
+
         def num_starts(self):
             n = super().num_starts()
             seen.append((n, False))
@@ -338,3 +343,4 @@ def test_unfinished_episodes_start_training_at_dreamerv3s_item_count(cfg, tmp_pa
     assert seen[first - 1] == (seen[first - 1][0], False) and seen[first - 1][0] >= need  # the start check
     assert all(n < need for n, sampled in seen[:first - 1])  # not a tick earlier
     assert sum(open_rows) > 0
+    assert all(a != b for a, b in zip(shared, shared[1:], strict=False))  # one copy per tick, not two
