@@ -182,16 +182,18 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
     events, done = rundir / "events.jsonl", rundir / "done.json"
     commit = git_commit()
 
-    def convert(finished: bool) -> int:
-        lines = events_to_lines(list(read_jsonl(events)), suite=args.suite, task=args.task, seed=seed, budget=budget,
-                                log_every=budget["log_every"], finished=finished, machine=machine_string(),
-                                commit=commit, variant=args.variant)
+    def convert(finished: bool, ev: list[dict[str, Any]] | None = None) -> int:
+        """Append the complete windows of `ev` (default: the events file as it is now) that `out` lacks."""
+        lines = events_to_lines(list(read_jsonl(events)) if ev is None else ev, suite=args.suite, task=args.task,
+                                seed=seed, budget=budget, log_every=budget["log_every"], finished=finished,
+                                machine=machine_string(), commit=commit, variant=args.variant)
         return append_new(out, lines)
 
     if done.exists():
         summary = json.loads(done.read_text())
-        if finished_budget(summary, list(read_jsonl(events)), budget["log_every"]) >= int(budget["env_steps_total"]):
-            convert(True)
+        ev = list(read_jsonl(events))
+        if finished_budget(summary, ev, budget["log_every"]) >= int(budget["env_steps_total"]):
+            convert(True, ev)
             return summary
         # a longer budget than the finished run's: resume it from its checkpoint; done.json is rewritten at the end
     if args.convert_only:  # a run going on elsewhere (or killed): its complete windows so far
@@ -216,8 +218,8 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
         print(f"official run {args.suite}/{args.task} seed {seed} failed (exit {proc.returncode}); "
               f"see {rundir / 'run.log'}; rerun the same command to resume.", file=sys.stderr)
         return {"seed": seed, "ok": False, "returncode": proc.returncode}
-    convert(True)
     ev = list(read_jsonl(events))
+    convert(True, ev)
     summary = {"seed": seed, "ok": True, "episodes": len(ev), "wall_s_this_call": round(time.time() - t0, 1),
                "wall_s": ev[-1]["wall_s"] if ev else None, "train_steps": ev[-1]["train_steps"] if ev else None,
                "env_steps_total": int(budget["env_steps_total"])}
