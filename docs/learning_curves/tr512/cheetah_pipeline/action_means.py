@@ -14,11 +14,13 @@ line per finished episode: impl, run, env, window (k: the env's k-th episode, ag
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repo root: run as a script from a checkout
+from muse_common.files import atomic_write_jsonl  # noqa: E402
 
 
 def official_episodes(run: Path) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
@@ -69,7 +71,7 @@ def main() -> None:
             lines.append({"impl": impl, "run": name, "env": env, "window": k, "score": round(float(rew.sum()), 2),
                           "action_mean": np.round(a.mean(0), 3).tolist(),
                           "action_abs": round(float(np.abs(a).mean()), 3)})
-    out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    atomic_write_jsonl(out, lines)
     for x in lines:
         print(x["impl"], x["run"], x["window"], x["env"], x["score"], x["action_mean"])
 

@@ -17,16 +17,15 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repo root: run as a script from a checkout
+from muse_common.files import atomic_write_jsonl, read_jsonl  # noqa: E402
+
 OFFICIAL_KEYS = {"entropy": "train/ent/action", "imag_reward": "train/rew", "value": "train/val",
                  "adv_mag": "train/adv_mag", "loss/reward": "train/loss/rew"}
 
 
-def read(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def official_blocks(run: Path, block: int = 1000) -> dict[int, dict[str, float]]:
-    rows = [r for r in read(run / "logdir" / "metrics.jsonl") if "train/rew" in r]
+    rows = [r for r in read_jsonl(run / "logdir" / "metrics.jsonl") if "train/rew" in r]
     out = {}
     for lo in range(0, int(max(r["train/opt/updates"] for r in rows)) + 1, block):
         sel = [r for r in rows if lo <= r["train/opt/updates"] < lo + block]
@@ -39,7 +38,7 @@ def official_blocks(run: Path, block: int = 1000) -> dict[int, dict[str, float]]
 def this_project_blocks(run: Path, block: int = 1000) -> dict[int, dict[str, float]]:
     """Each line's own update range: from the previous line's `train_steps` (0 for the first) to its own
     (1000 updates a line at 2000 agent steps; the first is shorter when training starts mid-window)."""
-    rows = [r for r in read(run / "metrics.jsonl") if "entropy" in r]
+    rows = [r for r in read_jsonl(run / "metrics.jsonl") if "entropy" in r]
     starts = [0] + [r["train_steps"] for r in rows[:-1]]
     return {lo: {"updates_to": r["train_steps"], **{k: r[k] for k in OFFICIAL_KEYS}}
             for lo, r in zip(starts, rows, strict=True)}
@@ -52,7 +51,7 @@ def main() -> None:
         blocks = (official_blocks if impl == "official" else this_project_blocks)(Path(path))
         lines += [{"impl": impl, "run": name, "updates_from": lo, **{k: round(v, 5) for k, v in m.items()}}
                   for lo, m in sorted(blocks.items())]
-    Path(sys.argv[1]).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    atomic_write_jsonl(sys.argv[1], lines)
     for x in lines:
         print(json.dumps(x))
 
