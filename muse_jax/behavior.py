@@ -19,21 +19,34 @@ from flax import nnx
 
 from muse_jax import dists
 from muse_jax.config import Config
-from muse_jax.nets import MLP, Dtype, feature
+from muse_jax.nets import MLP, Dtype, feature, linear
 
 sg = jax.lax.stop_gradient
 
 
 class Actor(nnx.Module):
-    """pi(a | s): MLP -> (tanh mean, bounded std)."""
+    """pi(a | s): MLP -> (tanh mean, bounded std).
+
+    By default one output layer gives the 2A raw numbers (mean and std halves); with
+    `behavior.split_policy_out` two layers give them, as dreamerv3's `bounded_normal` head has (`mean`
+    and `stddev` Linear). Same parameter count and init; the difference is the optimiser's per-tensor
+    AGC, which clips the mean and std gradients together in one tensor, separately in two.
+    """
 
     def __init__(self, feat_dim: int, act_dim: int, cfg: Config, rngs: nnx.Rngs, dtype: Dtype = jnp.float32):
-        self.net = MLP(feat_dim, cfg.model.units, cfg.model.mlp_layers, 2 * act_dim, rngs, dtype,
-                       out_scale=cfg.behavior.policy_outscale, hidden_bias=cfg.model.hidden_bias)
-        self.min_std, self.max_std = cfg.behavior.min_std, cfg.behavior.max_std
+        b, m = cfg.behavior, cfg.model
+        split = b.split_policy_out
+        self.net = MLP(feat_dim, m.units, m.mlp_layers, None if split else 2 * act_dim, rngs, dtype,
+                       out_scale=b.policy_outscale, hidden_bias=m.hidden_bias)
+        self.mean_out = linear(m.units, act_dim, rngs, dtype, scale=b.policy_outscale) if split else None
+        self.std_out = linear(m.units, act_dim, rngs, dtype, scale=b.policy_outscale) if split else None
+        self.min_std, self.max_std = b.min_std, b.max_std
 
     def dist(self, feat: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return dists.bounded_normal(self.net(feat), self.min_std, self.max_std)
+        h = self.net(feat)
+        if self.mean_out is not None:
+            h = jnp.concatenate([self.mean_out(h), self.std_out(h)], -1)
+        return dists.bounded_normal(h, self.min_std, self.max_std)
 
     def sample(self, feat: jax.Array, key: jax.Array, clip: bool = True) -> jax.Array:
         """Action sample, clipped to [-1, 1] for acting; `clip=False` (imagination) keeps the raw sample

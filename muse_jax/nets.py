@@ -37,7 +37,8 @@ def trunc_normal_in(scale: float = 1.0):
     return init
 
 
-def _linear(din: int, dout: int, rngs: nnx.Rngs, dtype: Dtype, bias: bool = True, scale: float = 1.0):
+def linear(din: int, dout: int, rngs: nnx.Rngs, dtype: Dtype, bias: bool = True, scale: float = 1.0) -> nnx.Linear:
+    """A dense layer with dreamerv3's init: fan-in truncated normal times `scale` (0: all zeros)."""
     init = trunc_normal_in(scale) if scale > 0 else nnx.initializers.zeros_init()
     return nnx.Linear(din, dout, use_bias=bias, kernel_init=init, dtype=dtype, param_dtype=jnp.float32,
                       rngs=rngs)
@@ -67,9 +68,9 @@ class MLP(nnx.Module):
                  dtype: Dtype = jnp.float32, out_scale: float = 1.0, hidden_bias: bool = False):
         dims = [din] + [units] * layers
         pairs = list(zip(dims[:-1], dims[1:], strict=True))
-        self.hidden = nnx.List([_linear(a, b, rngs, dtype, bias=hidden_bias) for a, b in pairs])
+        self.hidden = nnx.List([linear(a, b, rngs, dtype, bias=hidden_bias) for a, b in pairs])
         self.norms = nnx.List([NormAct(b, rngs, dtype) for b in dims[1:]])
-        self.out = _linear(dims[-1], dout, rngs, dtype, scale=out_scale) if dout is not None else None
+        self.out = linear(dims[-1], dout, rngs, dtype, scale=out_scale) if dout is not None else None
         self.dtype = dtype
         self.out_dim = dout if dout is not None else dims[-1]
 
@@ -136,9 +137,9 @@ class BlockGRU(nnx.Module):
 
     def __init__(self, deter: int, hidden: int, stoch_flat: int, act_dim: int, blocks: int,
                  rngs: nnx.Rngs, dtype: Dtype = jnp.float32, input_bias: bool = False):
-        self.in_deter = _linear(deter, hidden, rngs, dtype, bias=input_bias)
-        self.in_stoch = _linear(stoch_flat, hidden, rngs, dtype, bias=input_bias)
-        self.in_action = _linear(act_dim, hidden, rngs, dtype, bias=input_bias)
+        self.in_deter = linear(deter, hidden, rngs, dtype, bias=input_bias)
+        self.in_stoch = linear(stoch_flat, hidden, rngs, dtype, bias=input_bias)
+        self.in_action = linear(act_dim, hidden, rngs, dtype, bias=input_bias)
         self.in_norms = nnx.List([NormAct(hidden, rngs, dtype) for _ in range(3)])
         g = blocks
         self.hid = BlockLinear(deter + g * 3 * hidden, deter, g, rngs, dtype)
@@ -216,7 +217,7 @@ class ConvDecoder(nnx.Module):
     def __init__(self, feat_dim: int, out_channels: int, depth: int, image_size: int, rngs: nnx.Rngs,
                  dtype: Dtype = jnp.float32):
         chans = stage_channels(depth, image_size)[::-1]  # e.g. 4d,4d,3d,2d
-        self.start = _linear(feat_dim, 16 * chans[0], rngs, dtype)
+        self.start = linear(feat_dim, 16 * chans[0], rngs, dtype)
         self.start_norm = NormAct(chans[0], rngs, dtype)
         outs = (*chans[1:], out_channels)
         conv = lambda a, b: nnx.Conv(a, 4 * b, (3, 3), padding="SAME", dtype=dtype, param_dtype=jnp.float32,

@@ -34,7 +34,8 @@ after a NaN stop, as the NaN message advises); every other key must match the sa
 `replay.capacity` evicts the oldest episodes when the replay is restored."""
 
 KEYS_ADDED_WITH_OLD_BEHAVIOUR: dict[str, Any] = {
-    "replay.online": False, "model.hidden_bias": False, "replay.unfinished": False}
+    "replay.online": False, "model.hidden_bias": False, "replay.unfinished": False,
+    "behavior.split_policy_out": False}
 """Settings added after runs were saved, with the value that reproduces what the code did before they
 existed: a saved config that lacks one of them counts as holding this value on resume (a key added with a
 new behaviour as its default is not listed, so an older run is refused rather than resumed differently)."""

@@ -188,6 +188,11 @@ class BehaviorConfig:
     """Maximum std of the continuous action distribution (dreamerv3 `policy.maxstd`)."""
     policy_outscale: float = 0.01
     """Scale of the actor's output-layer init (dreamerv3 `policy.outscale: 0.01`): near-uniform first policy."""
+    split_policy_out: bool = False
+    """Mean and std of the actor from two output layers, as dreamerv3's `bounded_normal` head (`heads.py`:
+    `mean` and `stddev` Linear), instead of one layer with 2A outputs. Same numbers at init; the
+    optimiser's per-tensor AGC then clips the mean and std gradients apart, as the official does. Off by
+    default: every committed curve and checkpoint has the one layer (docs/official_comparison.md, 9)."""
 
 
 @dataclasses.dataclass(frozen=True)

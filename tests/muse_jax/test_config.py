@@ -140,5 +140,8 @@ def test_resume_reads_a_key_added_later_as_the_old_behaviour_and_refuses_a_real_
     del saved["model"]["hidden_bias"]  # a run saved before the biases existed: it had none
     assert resume_conflicts(saved, cfg) == []
     assert resume_conflicts(saved, cfg.replace({"model.hidden_bias": True})) == ["model.hidden_bias"]
+    del saved["behavior"]["split_policy_out"]  # saved with the one output layer: resumes with it, not two
+    assert resume_conflicts(saved, cfg) == []
+    assert resume_conflicts(saved, cfg.replace({"behavior.split_policy_out": True})) == ["behavior.split_policy_out"]
     del saved["behavior"]["actent"]  # a key that is not listed is still a conflict
     assert "behavior.actent" in resume_conflicts(saved, cfg)

@@ -105,6 +105,28 @@ def test_init_is_fan_in_truncated_normal_and_policy_output_is_scaled(tiny_cfg):
     np.testing.assert_allclose(out_std, 0.01 / np.sqrt(256), rtol=0.1)
 
 
+def test_split_policy_out_is_two_output_layers_computing_the_same_function(tiny_cfg):
+    """`behavior.split_policy_out`: dreamerv3's `bounded_normal` head (separate `mean` and `stddev` Linear,
+    so per-tensor AGC clips them apart); same parameter count, and with the one layer's halves copied in,
+    the same mean and std."""
+    cfg = tiny_cfg.replace({"model.units": 32})
+    one = behavior.Actor(16, 3, cfg, nnx.Rngs(0))
+    two = behavior.Actor(16, 3, cfg.replace({"behavior.split_policy_out": True}), nnx.Rngs(0))
+    count = lambda m: sum(x.size for x in jax.tree.leaves(nnx.state(m, nnx.Param)))
+    assert count(one) == count(two) and two.net.out is None
+    assert two.mean_out.kernel.get_value().shape == two.std_out.kernel.get_value().shape == (32, 3)
+    for part in ("hidden", "norms"):
+        nnx.update(getattr(two.net, part), nnx.state(getattr(one.net, part)))
+    k, b = one.net.out.kernel.get_value(), one.net.out.bias.get_value()
+    for layer, cols in ((two.mean_out, slice(0, 3)), (two.std_out, slice(3, 6))):
+        layer.kernel.set_value(k[:, cols])
+        layer.bias.set_value(b[cols] + 0.5)  # nonzero: a swapped half would show
+    one.net.out.bias.set_value(b + 0.5)
+    feat = jax.random.normal(jax.random.key(1), (5, 16))
+    for x, y in zip(one.dist(feat), two.dist(feat), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6, atol=1e-6)
+
+
 def test_imagined_actions_are_unclipped_and_their_logp_is_used(trained):
     learner, _, batches = trained
     agent = learner.agent()
