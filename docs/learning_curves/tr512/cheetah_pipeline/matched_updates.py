@@ -39,7 +39,7 @@ def this_project_blocks(run: Path, block: int = 1000) -> dict[int, dict[str, flo
     """Each line's own update range: from the previous line's `train_steps` (0 for the first) to its own
     (1000 updates a line at 2000 agent steps; the first is shorter when training starts mid-window)."""
     rows = [r for r in read_jsonl(run / "metrics.jsonl") if "entropy" in r]
-    starts = [0] + [r["train_steps"] for r in rows[:-1]]
+    starts = [0, *(r["train_steps"] for r in rows)][:len(rows)]  # none for a run with no lines yet
     return {lo: {"updates_to": r["train_steps"], **{k: r[k] for k in OFFICIAL_KEYS}}
             for lo, r in zip(starts, rows, strict=True)}
 
