@@ -152,13 +152,13 @@ def test_stderr_is_given_back_after_a_save_that_failed_for_another_reason(capfd:
         orbax_quiet.HOLD_STDERR_AFTER_FAILED_SAVE = old
 
 
-@pytest.mark.slow
 def _step_of(name: str) -> int:
     """The step of an orbax checkpoint folder name (`50`, `50.orbax-checkpoint-tmp-...`); a huge number if none."""
     head = name.split(".", 1)[0]
     return int(head) if head.isdigit() else 1 << 62
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_checkpoint_write_exits_130_with_a_message(tmp_path: Path) -> None:
     logdir = tmp_path / "run"
     ckdir = logdir / "checkpoints"
