@@ -434,14 +434,38 @@ def needs_zoom(runs_top: float, published_top: float | None) -> bool:
     return published_top is not None and runs_top > 0 and published_top > ZOOM_RATIO * runs_top
 
 
+def _series(lines: list[dict[str, Any]], key: str) -> list[tuple[list[int], list[float], list[float], list[float],
+                                                                  str, str]]:
+    """(grid, mean, lo, hi, color, label) of `key` per implementation, agent and variant."""
+    import warnings
+
+    colors = {"muse_jax": "tab:blue", "official": "tab:orange"}
+    variant_colors = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
+    series = []
+    for impl in ("muse_jax", "official"):
+        kinds = {(x.get("agent", "dreamer"), x.get("variant")) for x in lines if x.get("impl") == impl}
+        for agent, variant in sorted(kinds, key=lambda k: (k[0], k[1] or "")):
+            mine = [x for x in lines if in_series(x, impl, agent, variant)]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns where no seed has a point
+                grid, mean, lo, hi, n = _seed_band(mine, key)
+            c = next(variant_colors, "black") if variant else colors[impl]
+            if not grid:
+                continue
+            name = "this project" if impl == "muse_jax" else "official DreamerV3"
+            what = f"{agent}, {variant}" if variant else agent
+            series.append((grid, mean, lo, hi, c, f"{name} ({what}), mean of {n} seed(s)"))
+    return series
+
+
 def plot(path: Path, png: Path, suite: str, task: str) -> int:
     """One PNG per task from every line in `path`; returns its number of panels (0: nothing to plot).
 
     Panel 1 holds every series and the published curve; where the published curve dwarfs the runs
-    (`needs_zoom`), panel 2 repeats the runs and the random line on their own scale.
+    (`needs_zoom`), a panel repeats the runs and the random line on their own scale. Where success is the
+    plotted metric (Meta-World), a last panel gives the same runs' episode scores: with 8 episodes a window
+    a success rate moves in steps of 1/8, and the score shows how far each policy is from succeeding.
     """
-    import warnings
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -453,60 +477,56 @@ def plot(path: Path, png: Path, suite: str, task: str) -> int:
     key = "success_rate" if suite == "metaworld" else "score"
     if not any(x.get(key) is not None for x in lines):
         return 0
-    colors = {"muse_jax": "tab:blue", "official": "tab:orange"}
-    variant_colors = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
-    series = []  # (grid, mean, lo, hi, color, label) per implementation, agent and variant
-    for impl in ("muse_jax", "official"):
-        kinds = {(x.get("agent", "dreamer"), x.get("variant")) for x in lines if x.get("impl") == impl}
-        for agent, variant in sorted(kinds, key=lambda k: (k[0], k[1] or "")):
-            mine = [x for x in lines if in_series(x, impl, agent, variant)]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns where no seed has a point
-                grid, mean, lo, hi, n = _seed_band(mine, key)
-            if not grid:
-                continue
-            name = "this project" if impl == "muse_jax" else "official DreamerV3"
-            c = next(variant_colors, "black") if variant else colors[impl]
-            what = f"{agent}, {variant}" if variant else agent
-            series.append((grid, mean, lo, hi, c, f"{name} ({what}), mean of {n} seed(s)"))
-    xmax = max((s[0][-1] for s in series), default=0)
-    rand = [x for x in lines if x.get("impl") == "random" and x.get(key) is not None]
-    level = sum(float(x[key]) for x in rand) / len(rand) if rand else None
+
+    def random_level(k: str) -> float | None:
+        rand = [x for x in lines if x.get("impl") == "random" and x.get(k) is not None]
+        return sum(float(x[k]) for x in rand) / len(rand) if rand else None
+
+    series = {key: _series(lines, key)}
+    level = random_level(key)
+    xmax = max((s[0][-1] for s in series[key]), default=0)
     pub = published_curve(suite, task)
     if pub is not None:
         values, pub_label = pub
         pub_xs = sorted(values)  # the part of the published curve the runs cover, and at least its first two
         pub_xs = [x for x in pub_xs if x <= max(xmax * 1.25, pub_xs[min(1, len(pub_xs) - 1)])]
-    tops = [v for s in series for v in s[3] if math.isfinite(v)] + ([level] if level is not None else [])
+    tops = [v for s in series[key] for v in s[3] if math.isfinite(v)] + ([level] if level is not None else [])
     runs_top = max(tops, default=0.0)
     pub_top = max(max(values[x]) for x in pub_xs) if pub is not None else None
-    panels = 2 if needs_zoom(runs_top, pub_top) else 1
-    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 4), squeeze=False)
+    panels = [(key, "main")] + ([(key, "zoom")] if needs_zoom(runs_top, pub_top) else [])
+    if key == "success_rate":
+        series["score"] = _series(lines, "score")
+        if series["score"]:
+            panels.append(("score", "score"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4), squeeze=False)
     budget = next((x.get("budget") for x in lines if x.get("impl") == "muse_jax" and x.get("budget")), None)
     rep = budget["action_repeat"] if budget else "?"
     title = f"{suite} {task}"
     if budget:
         title += (f" | {budget['size']}, train ratio {budget['train_ratio']:g}, "
                   f"B{budget['batch']}xT{budget['seq_len']}, {budget['num_envs']} envs")
-    for i, ax in enumerate(axes[0]):
-        for grid, mean, lo, hi, c, label in series:
+    titles = {"main": title, "zoom": "the runs on their own scale (published curve left out)",
+              "score": "the same runs: episode score"}
+    for ax, (k, kind) in zip(axes[0], panels, strict=True):
+        for grid, mean, lo, hi, c, label in series[k]:
             ax.plot(grid, mean, c=c, marker="o", ms=3, label=label)
             ax.fill_between(grid, lo, hi, color=c, alpha=0.2, lw=0)
-        if level is not None:
-            ax.axhline(level, ls=":", c="tab:red", label=f"random policy: {level:.3g}")
-        if pub is not None and i == 0:
+        lv = level if k == key else random_level(k)
+        if lv is not None:
+            ax.axhline(lv, ls=":", c="tab:red", label=f"random policy: {lv:.3g}")
+        if pub is not None and kind == "main":
             mean = [sum(values[x]) / len(values[x]) for x in pub_xs]
             ax.plot(pub_xs, mean, c="gray", ls="--", marker="s", ms=3, label=pub_label)
             ax.fill_between(pub_xs, [min(values[x]) for x in pub_xs], [max(values[x]) for x in pub_xs],
                             color="gray", alpha=0.15, lw=0)
         ax.set_xlabel(f"agent steps (policy decisions, summed over envs; frames = agent steps x {rep})")
-        ax.set_ylabel("success rate of training episodes" if key == "success_rate" else "episode return (training)")
-        ax.set_title(title if i == 0 else "the runs on their own scale (published curve left out)", fontsize=9)
+        ax.set_ylabel("success rate of training episodes" if k == "success_rate" else "episode return (training)")
+        ax.set_title(titles[kind], fontsize=9)
         ax.legend(fontsize=7, loc="best")
         ax.grid(alpha=0.3)
     fig.tight_layout()
     atomic_save_figure(fig, png, dpi=110)
-    return panels
+    return len(panels)
 
 
 def train_seed(cfg: Any, run: Path, agent: str) -> float:

@@ -123,6 +123,24 @@ def test_runs_far_below_the_published_curve_get_a_panel_on_their_own_scale(tmp_p
     assert lc.plot(empty, tmp_path / "empty.png", "dmc", "cheetah-run") == 0 and not (tmp_path / "empty.png").exists()
 
 
+
+def test_a_success_plot_gets_a_score_panel_beside_it(tmp_path, monkeypatch):
+    """Meta-World windows hold 8 episodes: the success rate moves in eighths, so the scores go beside it."""
+    sys.path.insert(0, str(REPO))
+    import benchmarks.learning_curve as lc
+
+    monkeypatch.setattr(lc, "PUBLISHED_DIR", tmp_path)  # no published Meta-World curve here
+    mw = [{**_line("random", 0, 0, 700.0), "success_rate": 0.0},
+          {**_line("muse_jax", 0, 2000, 900.0), "success_rate": 0.125},
+          {**_line("official", 0, 2000, 3000.0), "success_rate": 0.5}]
+    both = tmp_path / "mw.jsonl"
+    both.write_text("".join(json.dumps(x) + "\n" for x in mw))
+    assert lc.plot(both, tmp_path / "mw.png", "metaworld", "reach-v3") == 2
+    only_success = tmp_path / "mw_nosc.jsonl"
+    only_success.write_text("".join(json.dumps({**x, "score": None}) + "\n" for x in mw))
+    assert lc.plot(only_success, tmp_path / "mw_nosc.png", "metaworld", "reach-v3") == 1
+    assert lc.plot(both, tmp_path / "dmc.png", "dmc", "cheetah-run") == 1  # scores are DMC's own metric
+
 @pytest.mark.parametrize("flags,words", [
     (("--suite", "metaworld", "--task", "coffee-buton-v3"), ("coffee-buton-v3", "coffee-button-v3")),
     (("--suite", "dmc", "--task", "cartpole-swingup", "--agent", "muse"), ("--agent dreamer",)),
