@@ -449,7 +449,7 @@ def _series(lines: list[dict[str, Any]], key: str) -> list[tuple[list[int], list
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns where no seed has a point
                 grid, mean, lo, hi, n = _seed_band(mine, key)
-            c = next(variant_colors, "black") if variant else colors[impl]
+            c = next(variant_colors, "black") if variant else colors[impl]  # before the skip: same color in every panel
             if not grid:
                 continue
             name = "this project" if impl == "muse_jax" else "official DreamerV3"

@@ -123,7 +123,6 @@ def test_runs_far_below_the_published_curve_get_a_panel_on_their_own_scale(tmp_p
     assert lc.plot(empty, tmp_path / "empty.png", "dmc", "cheetah-run") == 0 and not (tmp_path / "empty.png").exists()
 
 
-
 def test_a_success_plot_gets_a_score_panel_beside_it(tmp_path, monkeypatch):
     """Meta-World windows hold 8 episodes: the success rate moves in eighths, so the scores go beside it."""
     sys.path.insert(0, str(REPO))
