@@ -511,7 +511,7 @@ def plot(path: Path, png: Path, suite: str, task: str) -> int:
         for grid, mean, lo, hi, c, label in series[k]:
             ax.plot(grid, mean, c=c, marker="o", ms=3, label=label)
             ax.fill_between(grid, lo, hi, color=c, alpha=0.2, lw=0)
-        lv = level if k == key else random_level(k)
+        lv = random_level(k)
         if lv is not None:
             ax.axhline(lv, ls=":", c="tab:red", label=f"random policy: {lv:.3g}")
         if pub is not None and kind == "main":
