@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import math
 import os
 import re
@@ -110,7 +111,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "the PNG goes beside it")
     p.add_argument("--runs", default=None, help="run folders (default runs/learning_curve/<suite>_<task>)")
     p.add_argument("--plot-only", action="store_true",
-                   help="train nothing: write the lines the run folders hold so far, and the plot")
+                   help="train nothing: write the lines the run folders hold so far, and the plot; the flags "
+                        "must describe the runs (as for a resume), their length is the runs' own")
     p.add_argument("--harvest-every-s", type=float, default=HARVEST_EVERY_S, metavar="S",
                    help=f"while a seed trains, append its finished windows to --out every S seconds "
                         f"(default {HARVEST_EVERY_S:g})")
@@ -180,6 +182,32 @@ def commit() -> str:
 def checkpoint_steps(run: Path) -> list[int]:
     ck = run / "checkpoints"
     return sorted(int(p.name) for p in ck.iterdir() if p.name.isdigit()) if ck.is_dir() else []
+
+
+def trained_config(run: Path, cfg: Any) -> Any:
+    """The config `run` was trained with, for labelling its windows without training (`--plot-only`).
+
+    Why: a window's line records its budget and overrides from the command, so a `--plot-only` call with
+    other flags than the run's would label the run's new windows with a budget it never had. The flags must
+    describe the run (the check a resume makes, `resume_conflicts`, else ConfigError naming the keys); the
+    run's own length (`train.env_steps`, which a resume may extend) replaces the command's. A folder with no
+    checkpoint has no windows to label: `cfg` as it is.
+    """
+    from muse_jax.checkpoint import Checkpointer
+    from muse_jax.config import ConfigError, resume_conflicts
+
+    if not checkpoint_steps(run):
+        return cfg
+    ck = Checkpointer(run / "checkpoints", cfg.train.keep_checkpoints, read_only=True)
+    try:
+        saved = ck.read_meta().get("config", {})
+    finally:
+        ck.close()
+    diff = resume_conflicts(saved, cfg)
+    if diff:
+        raise ConfigError(f"{run} was trained with another config (differs in {diff[:5]}); give --plot-only "
+                          "the flags the run was trained with, so its windows are labelled with its budget")
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, env_steps=int(saved["train"]["env_steps"])))
 
 
 def run_lines(run: Path, cfg: Any, args: argparse.Namespace, seed: int, where: str, sha: str) -> list[dict]:
@@ -609,19 +637,26 @@ def main(argv: list[str] | None = None) -> int:
             if n:
                 plot(out, png, args.suite, args.task)
 
-        if not args.plot_only:
-            try:
+        try:
+            if args.plot_only:
+                cfg = trained_config(run, cfg)
+            else:
                 walls[seed] = train_and_harvest(partial(train_seed, cfg, run, args.agent), harvest,
                                                 args.harvest_every_s)
-            except stops as e:  # a refused resume, a busy folder, a diverged loss: one line, finished seeds kept
-                print(f"learning_curve: error: seed {seed}: {' '.join(str(e).split())}", file=sys.stderr)
-                return 2
-        harvest()  # the seed's last windows (all of them with --plot-only)
+        except stops as e:  # a refused resume, a busy folder, a diverged loss: one line, finished seeds kept
+            print(f"learning_curve: error: seed {seed}: {' '.join(str(e).split())}", file=sys.stderr)
+            return 2
+        harvest(cfg=cfg)  # the seed's last windows (all of them with --plot-only)
     plotted = plot(out, png, args.suite, args.task)
     every = list(read_jsonl(out))  # the file as written: summary, random line and target from one read
     lines = [x for x in every if in_series(x, "muse_jax", args.agent, args.variant)]
+    # the summary describes the series as the file holds it: with --plot-only the command's --seeds and
+    # --env-steps need not be the runs' (its defaults, 0 and 50000, usually are not)
+    seeds = sorted({int(x["seed"]) for x in lines}) if args.plot_only and lines else args.seeds
+    budget = next((x["budget"] for x in reversed(lines) if x.get("budget")), None) if args.plot_only else None
+    budget = budget or budget_of(cfgs[args.seeds[0]])
     final = {}
-    for seed in args.seeds:
+    for seed in seeds:
         scored = [x for x in lines if int(x["seed"]) == seed and x.get("score") is not None]
         if scored:
             last = max(scored, key=lambda x: x["env_steps"])
@@ -629,13 +664,13 @@ def main(argv: list[str] | None = None) -> int:
                                 "success_rate": last["success_rate"]}
     rand = [x for x in every if x.get("impl") == "random"]
     emit_record({"suite": args.suite, "task": args.task, "agent": args.agent, "variant": args.variant,
-                 "seeds": args.seeds,
-                 "env_steps": args.env_steps, "lines_written": written, "final": final,
+                 "seeds": seeds,
+                 "env_steps": budget["env_steps_total"], "lines_written": written, "final": final,
                  "random_score": rand[0]["score"] if rand else None,
                  "random_episodes": rand[0]["episodes"] if rand else None, "wall_s_per_seed": walls,
                  "target": judge_target(every, "success_rate" if args.suite == "metaworld" else "score",
                                         args.agent),
-                 "wall_s": round(time.time() - t0, 1), "budget": budget_of(cfgs[args.seeds[0]]),
+                 "wall_s": round(time.time() - t0, 1), "budget": budget,
                  "machine": machine(), "out": str(out), "plot": str(png) if plotted else None}, None)
     return 0
 

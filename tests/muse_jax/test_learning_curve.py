@@ -77,6 +77,17 @@ def test_tiny_curve_writes_lines_and_png_and_rerun_adds_nothing(tmp_path):
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert err[-1].startswith("learning_curve: error: seed 0:") and "train_ratio" in err[-1], err[-1]
+    # --plot-only summarises the runs as trained, not the command's defaults (--env-steps 50000), and
+    # refuses flags that describe another run, since it would label the run's windows with them
+    i = TINY.index("--env-steps")
+    proc = _run(*TINY[:i], *TINY[i + 2:], "--plot-only", "--out", str(out), "--runs", str(runs), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plot_only = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert plot_only["env_steps"] == plot_only["budget"]["env_steps_total"] == 240 and plot_only["seeds"] == [0]
+    proc = _run(*changed, "--plot-only", "--out", str(out), "--runs", str(runs), timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "train_ratio" in proc.stderr and "--plot-only" in proc.stderr.strip().splitlines()[-1]
+    assert [json.loads(x) for x in out.read_text().splitlines()] == after
     # a seed folder another process is writing: one line naming that process, nothing trained or written
     from muse_common.run_lock import run_folder_lock
 
