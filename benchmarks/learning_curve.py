@@ -24,7 +24,8 @@ rewritten atomically, every other line kept), asking for fewer keeps it: some ra
 heavy-tailed (ball_in_cup-catch: 10 random episodes all scored 0, 100 gave a mean of 64 and up to 864), so
 10 episodes can miss the tail.
 
-The plot (same name, .png) shows per implementation the mean over seeds and the min-max spread, the
+The plot (same name, .png) shows per implementation the mean over seeds and the min-max spread on the
+windows every seed has (beyond them each seed alone, thin), the
 random line, and the published DreamerV3 curve from /work/shared/data/published when one exists. Units:
 danijar/dreamerv3 counts one step per env transition (`embodied/run/train.py`, `driver.on_step(...
 step.increment())`, i.e. agent steps) and its logger multiplies that by the suite's action repeat
@@ -349,9 +350,17 @@ def published_curve(suite: str, task: str) -> tuple[dict[int, list[float]], str]
     return (dict(values), label) if values else None
 
 
-def _seed_band(lines: list[dict[str, Any]], key: str) -> tuple[list[int], list[float], list[float], list[float], int]:
-    """Mean, min and max over seeds on the union of the seeds' x values (each seed interpolated within its
-    own range only)."""
+Band = tuple[list[int], list[float], list[float], list[float], int, list[list[tuple[int, float]]]]
+
+
+def _seed_band(lines: list[dict[str, Any]], key: str) -> Band:
+    """(grid, mean, min, max, seeds, tails): the band over seeds on the x values where every seed has one
+    (each seed interpolated within its own range only), and each seed's points outside that range.
+
+    Why: a mean over whichever seeds reach a window jumps where a seed ends (one still running, or one run
+    longer), and reads as the seeds' mean when it is one seed's curve; so the band stops where the
+    shortest seed stops and the rest is drawn seed by seed (`tails`, each joined to the band's edge).
+    """
     import numpy as np
 
     by_seed: dict[int, list[tuple[int, float]]] = defaultdict(list)
@@ -359,7 +368,7 @@ def _seed_band(lines: list[dict[str, Any]], key: str) -> tuple[list[int], list[f
         if x.get(key) is not None:
             by_seed[int(x["seed"])].append((int(x["env_steps"]), float(x[key])))
     if not by_seed:
-        return [], [], [], [], 0
+        return [], [], [], [], 0, []
     grid = sorted({s for pts in by_seed.values() for s, _ in pts})
     rows = []
     for pts in by_seed.values():
@@ -369,7 +378,21 @@ def _seed_band(lines: list[dict[str, Any]], key: str) -> tuple[list[int], list[f
         v[(np.array(grid) < xs[0]) | (np.array(grid) > xs[-1])] = np.nan
         rows.append(v)
     m = np.vstack(rows)
-    return grid, list(np.nanmean(m, 0)), list(np.nanmin(m, 0)), list(np.nanmax(m, 0)), len(by_seed)
+    every = ~np.isnan(m).any(0)
+    common = [x for x, e in zip(grid, every, strict=True) if e]
+    tails = []
+    for v, pts in zip(rows, by_seed.values(), strict=True):
+        if not common:
+            tails.append(pts)
+            continue
+        before = [p for p in pts if p[0] < common[0]]
+        after = [p for p in pts if p[0] > common[-1]]
+        if before:
+            tails.append(before + [(common[0], float(v[grid.index(common[0])]))])
+        if after:
+            tails.append([(common[-1], float(v[grid.index(common[-1])]))] + after)
+    band = m[:, every]
+    return common, list(band.mean(0)), list(band.min(0)), list(band.max(0)), len(by_seed), tails
 
 
 ABOVE_RANDOM_ALPHA = 0.05
@@ -463,9 +486,9 @@ def needs_zoom(runs_top: float, published_top: float | None) -> bool:
 
 
 def _series(lines: list[dict[str, Any]], key: str) -> list[tuple[list[int], list[float], list[float], list[float],
-                                                                  str, str]]:
-    """(grid, mean, lo, hi, color, label) of `key` per implementation, agent and variant."""
-    import warnings
+                                                                  list[list[tuple[int, float]]], str, str]]:
+    """(grid, mean, lo, hi, tails, color, label) of `key` per implementation, agent and variant
+    (`_seed_band`)."""
 
     colors = {"muse_jax": "tab:blue", "official": "tab:orange"}
     variant_colors = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
@@ -474,15 +497,15 @@ def _series(lines: list[dict[str, Any]], key: str) -> list[tuple[list[int], list
         kinds = {(x.get("agent", "dreamer"), x.get("variant")) for x in lines if x.get("impl") == impl}
         for agent, variant in sorted(kinds, key=lambda k: (k[0], k[1] or "")):
             mine = [x for x in lines if in_series(x, impl, agent, variant)]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns where no seed has a point
-                grid, mean, lo, hi, n = _seed_band(mine, key)
+            grid, mean, lo, hi, n, tails = _seed_band(mine, key)
             c = next(variant_colors, "black") if variant else colors[impl]  # before the skip: same color in every panel
-            if not grid:
+            if not grid and not tails:
                 continue
             name = "this project" if impl == "muse_jax" else "official DreamerV3"
             what = f"{agent}, {variant}" if variant else agent
-            series.append((grid, mean, lo, hi, c, f"{name} ({what}), mean of {n} seed(s)"))
+            label = f"{name} ({what}), mean of {n} seed(s)" + ("; thin: one seed where the others have no window"
+                                                                 if tails and n > 1 else "")
+            series.append((grid, mean, lo, hi, tails, c, label))
     return series
 
 
@@ -512,13 +535,14 @@ def plot(path: Path, png: Path, suite: str, task: str) -> int:
 
     series = {key: _series(lines, key)}
     level = random_level(key)
-    xmax = max((s[0][-1] for s in series[key]), default=0)
+    xmax = max((x for s in series[key] for x in s[0] + [p[0] for t in s[4] for p in t]), default=0)
     pub = published_curve(suite, task)
     if pub is not None:
         values, pub_label = pub
         pub_xs = sorted(values)  # the part of the published curve the runs cover, and at least its first two
         pub_xs = [x for x in pub_xs if x <= max(xmax * 1.25, pub_xs[min(1, len(pub_xs) - 1)])]
-    tops = [v for s in series[key] for v in s[3] if math.isfinite(v)] + ([level] if level is not None else [])
+    tops = [v for s in series[key] for v in s[3] + [p[1] for t in s[4] for p in t] if math.isfinite(v)]
+    tops += [level] if level is not None else []
     runs_top = max(tops, default=0.0)
     pub_top = max(max(values[x]) for x in pub_xs) if pub is not None else None
     panels = [(key, "main")] + ([(key, "zoom")] if needs_zoom(runs_top, pub_top) else [])
@@ -536,9 +560,13 @@ def plot(path: Path, png: Path, suite: str, task: str) -> int:
     titles = {"main": title, "zoom": "the runs on their own scale (published curve left out)",
               "score": "the same runs: episode score"}
     for ax, (k, kind) in zip(axes[0], panels, strict=True):
-        for grid, mean, lo, hi, c, label in series[k]:
-            ax.plot(grid, mean, c=c, marker="o", ms=3, label=label)
-            ax.fill_between(grid, lo, hi, color=c, alpha=0.2, lw=0)
+        for grid, mean, lo, hi, tails, c, label in series[k]:
+            if grid:
+                ax.plot(grid, mean, c=c, marker="o", ms=3, label=label)
+                ax.fill_between(grid, lo, hi, color=c, alpha=0.2, lw=0)
+            for tail in tails:
+                ax.plot([p[0] for p in tail], [p[1] for p in tail], c=c, lw=0.8, marker="o", ms=2, alpha=0.7,
+                        **({} if grid else {"label": label if tail is tails[0] else None}))
         lv = random_level(k)
         if lv is not None:
             ax.axhline(lv, ls=":", c="tab:red", label=f"random policy: {lv:.3g}")

@@ -134,6 +134,24 @@ def test_runs_far_below_the_published_curve_get_a_panel_on_their_own_scale(tmp_p
     assert lc.plot(empty, tmp_path / "empty.png", "dmc", "cheetah-run") == 0 and not (tmp_path / "empty.png").exists()
 
 
+def test_the_seed_band_stops_where_a_seed_stops_and_the_longer_seed_goes_on_alone(tmp_path, monkeypatch):
+    """A mean over whichever seeds reach a window would jump to one seed's value where the other ends."""
+    sys.path.insert(0, str(REPO))
+    import benchmarks.learning_curve as lc
+
+    seeds = [_line("muse_jax", 0, 2000, 10.0), _line("muse_jax", 0, 4000, 30.0), _line("muse_jax", 0, 6000, 90.0),
+             {**_line("muse_jax", 0, 2000, 20.0), "seed": 1}, {**_line("muse_jax", 0, 4000, 50.0), "seed": 1}]
+    grid, mean, lo, hi, n, tails = lc._seed_band(seeds, "score")
+    assert (grid, mean, lo, hi, n) == ([2000, 4000], [15.0, 40.0], [10.0, 30.0], [20.0, 50.0], 2)
+    assert tails == [[(4000, 30.0), (6000, 90.0)]]  # seed 0 alone after 4k, joined to its own 4k point
+    apart = [seeds[0], {**_line("muse_jax", 0, 8000, 5.0), "seed": 1}]  # no window in common: seed by seed
+    assert lc._seed_band(apart, "score")[0] == [] and len(lc._seed_band(apart, "score")[5]) == 2
+    monkeypatch.setattr(lc, "PUBLISHED_DIR", tmp_path)
+    path = tmp_path / "band.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in apart))
+    assert lc.plot(path, tmp_path / "band.png", "dmc", "cheetah-run") == 1
+
+
 def test_a_success_plot_gets_a_score_panel_beside_it(tmp_path, monkeypatch):
     """Meta-World windows hold 8 episodes: the success rate moves in eighths, so the scores go beside it."""
     sys.path.insert(0, str(REPO))
