@@ -225,3 +225,24 @@ def test_hidden_bias_adds_dreamerv3s_biases_and_they_train(make_config, make_bat
     moved = _hidden_biases(ag.SplitLearner(learner.graphdef, state))
     assert all(np.abs(moved[k]).max() > 0 for k in moved if not k.startswith("critic")), \
         [k for k in moved if not np.abs(moved[k]).any()]
+
+
+def test_without_hidden_biases_the_dynamics_cannot_see_how_large_an_action_is():
+    """Why difference 8 matters (reach-v3, README): with no bias before RMSNorm, which has no shift, a
+    hidden layer's output is invariant to a positive scaling of its input, so the GRU's action embedding
+    maps a and a/4 to the same next state: the world model sees only an action's direction. A trained
+    bias breaks that (dreamerv3's `dynin2` has one, zero at init, which is why the runs part only after
+    some thousand updates)."""
+    k = jax.random.split(jax.random.key(0), 4)
+    deter = jax.random.normal(k[0], (8, 64))
+    stoch = jax.nn.one_hot(jax.random.randint(k[1], (8, 4), 0, 8), 8).reshape(8, -1)
+    action = jax.random.uniform(k[2], (8, ACT), minval=-1.0, maxval=1.0)
+    for bias in (False, True):
+        core = nets.BlockGRU(64, 32, 32, ACT, 4, nnx.Rngs(0), input_bias=bias)
+        if bias:
+            core.in_action.bias.set_value(0.1 * jax.random.normal(k[3], (32,)))
+        step = lambda a, core=core: core(deter, stoch, a)
+        smaller = float(jnp.abs(step(action) - step(0.25 * action)).max())
+        opposite = float(jnp.abs(step(action) - step(-action)).max())
+        assert opposite > 0.05
+        assert (smaller < 0.02 * opposite) is (not bias), (bias, smaller, opposite)
