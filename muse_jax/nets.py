@@ -137,7 +137,7 @@ class BlockGRU(nnx.Module):
     scalar code on XLA's CPU backend. `input_bias` gives the three input embeddings a bias, as dreamerv3
     3.3.1's `dynin*` layers have (`model.hidden_bias`). Without it the action embedding, like every
     bias-free layer before RMSNorm, is blind to the action's size: a and a/4 give the same next state
-    (to ~1e-3), so the world model sees only an action's direction.
+    (within ~2e-3), so the world model sees only an action's direction.
     """
 
     def __init__(self, deter: int, hidden: int, stoch_flat: int, act_dim: int, blocks: int,

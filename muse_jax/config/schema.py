@@ -89,8 +89,8 @@ class ModelConfig:
     (`nets.Linear(bias=True)`). Off by default, a stated departure (docs/official_comparison.md
     difference 8): every result and checkpoint of this project was made without, and RMSNorm has no
     shift, so those layers have no offset: each is then blind to the size of its input (the GRU's
-    action embedding maps a and a/4 to the same state). On reach-v3 it alone closes most of this
-    project's lag behind the official (README); it becomes the default once the committed curves are
+    action embedding maps a and a/4 to the same state). On reach-v3 it alone closes this project's lag
+    behind the official on both seeds run (README); it becomes the default once the committed curves are
     rerun with it. Conv layers keep no bias either way."""
 
 
