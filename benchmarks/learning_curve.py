@@ -14,8 +14,11 @@ repeat), score (mean undiscounted return of the training episodes, stochastic po
 window; null if none), success_rate (null where the suite defines no success), episodes, train_steps, wall_s
 (seconds of this process's windows summed: a resume's downtime is excluded, its restart and compile time
 included), budget, machine, commit; and with `--variant NAME` (an ablation of this project's agent through
-`--set`, e.g. the official's data pipeline) `variant` and `overrides`. Lines are appended whole and never
-duplicated: a line is written once per (impl, agent, variant, seed, env_steps), and only for windows up to
+`--set`, e.g. the official's data pipeline) `variant` and `overrides`; this project's lines also carry
+`network`, the model options that change the network a run trained (`network_of`), so that runs of two
+networks never share one series (`line_network` reads lines written before the record existed). Lines are
+appended whole and never duplicated: a line is written once per (impl, agent, variant, network, seed,
+env_steps), and only for windows up to
 the run's latest checkpoint, which a resume never rewrites; while a seed trains, its windows so far are
 appended every HARVEST_EVERY_S seconds (as the official runner converts its log while it runs).
 `--random-episodes` adds the random policy's line (uniform actions in [-1, 1], same env; impl "random",
@@ -234,22 +237,59 @@ def run_lines(run: Path, cfg: Any, args: argparse.Namespace, seed: int, where: s
                 "score": row.get("episode_score") if n else None,
                 "success_rate": row.get("success_rate") if n and has_success else None,
                 "episodes": n, "train_steps": int(row["train_steps"]), "wall_s": round(wall, 1),
-                "budget": budget_of(cfg), "machine": where, "commit": sha}
+                "budget": budget_of(cfg), "network": network_of(cfg), "machine": where, "commit": sha}
         if args.variant is not None:
             line.update(variant=args.variant, overrides=list(args.overrides))
         out.append(line)
     return out
 
 
-def in_series(line: dict[str, Any], impl: str, agent: str, variant: str | None = None) -> bool:
+def network_of(cfg: Any) -> dict[str, Any]:
+    """The model options of `cfg` that change which network a run trains, beyond its budget's size.
+
+    Why: `model.hidden_bias` became the default on 2026-11-26 (README "Does it learn?"); a curve file
+    holds runs of both networks, and a window of one must never be averaged with, or stand in for, a
+    window of the other.
+    """
+    return {"hidden_bias": bool(cfg.model.hidden_bias)}
+
+
+def default_network() -> dict[str, Any]:
+    """`network_of` the default config: the network of this project's default series, the one judged."""
+    from muse_jax.config import Config
+
+    return network_of(Config())
+
+
+def line_network(line: dict[str, Any]) -> dict[str, Any] | None:
+    """The network a line of this project was trained with (None for the official's and random lines).
+
+    Lines written before `network` was recorded were trained with `model.hidden_bias` false, the default
+    until 2026-11-26, unless their `--variant` overrides set it true.
+    """
+    if line.get("impl") != "muse_jax":
+        return None
+    if "network" in line:
+        return dict(line["network"])
+    sets = {o.replace(" ", "").lower() for o in line.get("overrides") or []}
+    return {"hidden_bias": "model.hidden_bias=true" in sets}
+
+
+def in_series(line: dict[str, Any], impl: str, agent: str, variant: str | None = None,
+              network: dict[str, Any] | None = None) -> bool:
     """Whether `line` belongs to one plotted series: implementation, agent (lines without one are
-    "dreamer") and `--variant` (None: the default agent, which alone is judged)."""
-    return line.get("impl") == impl and line.get("agent", "dreamer") == agent and line.get("variant") == variant
+    "dreamer"), `--variant` (None: the default agent) and, for this project's lines, the network
+    (`line_network`; None: the default config's, `default_network`). The default agent on the default
+    network alone is judged."""
+    if not (line.get("impl") == impl and line.get("agent", "dreamer") == agent and line.get("variant") == variant):
+        return False
+    return impl != "muse_jax" or line_network(line) == (network if network is not None else default_network())
 
 
 def line_key(line: dict[str, Any]) -> tuple:
-    return (line.get("impl"), line.get("agent"), line.get("variant"), int(line.get("seed", 0)),
-            int(line.get("env_steps", 0)))
+    net = line_network(line)
+    return (line.get("impl"), line.get("agent"), line.get("variant"), tuple(sorted(net.items())) if net else None,
+            int(line.get("seed", 0)), int(line.get("env_steps", 0)))
 
 
 def ensure_random_line(path: Path, episodes: int, make: Callable[[int], dict[str, Any]]) -> int:
@@ -415,7 +455,8 @@ def p_above_random(line: dict[str, Any], rand: dict[str, Any]) -> float:
     return float(fisher_exact([counts(line), counts(rand)], alternative="greater").pvalue)
 
 
-def judge_target(lines: Iterable[dict[str, Any]], key: str = "score", agent: str = "dreamer") -> dict[str, Any]:
+def judge_target(lines: Iterable[dict[str, Any]], key: str = "score", agent: str = "dreamer",
+                 network: dict[str, Any] | None = None) -> dict[str, Any]:
     """Issue 20's target at the equal budget, from the lines of one task's file.
 
     The final point is the largest `env_steps` at which every seed of both implementations has a value
@@ -426,10 +467,11 @@ def judge_target(lines: Iterable[dict[str, Any]], key: str = "score", agent: str
     random rate is not evidence (3 of 8 against 3 of 10 would pass), so every seed's final window must beat
     the random line in a one-sided Fisher exact test on the success counts (successes of `episodes`
     against the random line's), p < `ABOVE_RANDOM_ALPHA`; the p-values are kept in `p_above_random`.
-    `judged` is False, with the reason, where a side has fewer than 2 seeds: a spread needs two.
+    `judged` is False, with the reason, where a side has fewer than 2 seeds: a spread needs two. This
+    project's side is the default agent on `network` (None: the default config's, `in_series`).
     """
     lines = list(lines)  # read_jsonl yields: read once
-    ours = [x for x in lines if in_series(x, "muse_jax", agent)]
+    ours = [x for x in lines if in_series(x, "muse_jax", agent, network=network)]
     theirs = [x for x in lines if in_series(x, "official", "dreamer")]
     side_lines = {"ours": ours, "official": theirs}
     steps: dict[str, dict[int, set[int]]] = {}
@@ -492,17 +534,22 @@ def _series(lines: list[dict[str, Any]], key: str) -> list[tuple[list[int], list
 
     colors = {"muse_jax": "tab:blue", "official": "tab:orange"}
     variant_colors = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
+    default = default_network()
     series = []
     for impl in ("muse_jax", "official"):
-        kinds = {(x.get("agent", "dreamer"), x.get("variant")) for x in lines if x.get("impl") == impl}
-        for agent, variant in sorted(kinds, key=lambda k: (k[0], k[1] or "")):
-            mine = [x for x in lines if in_series(x, impl, agent, variant)]
+        kinds = {(x.get("agent", "dreamer"), x.get("variant"), tuple(sorted((line_network(x) or {}).items())))
+                 for x in lines if x.get("impl") == impl}
+        ordered = sorted(kinds, key=lambda k: (k[0], k[1] or "", k[2] != tuple(sorted(default.items()))))
+        for agent, variant, net in ordered:
+            mine = [x for x in lines if in_series(x, impl, agent, variant, dict(net) if net else None)]
             grid, mean, lo, hi, n, tails = _seed_band(mine, key)
-            c = next(variant_colors, "black") if variant else colors[impl]  # before the skip: same color in every panel
+            other_net = [f"{k}={v}" for k, v in net if impl == "muse_jax" and default.get(k) != v]
+            # before the skip: the same color in every panel
+            c = next(variant_colors, "black") if variant or other_net else colors[impl]
             if not grid and not tails:
                 continue
             name = "this project" if impl == "muse_jax" else "official DreamerV3"
-            what = f"{agent}, {variant}" if variant else agent
+            what = ", ".join([agent] + ([variant] if variant else []) + [f"model.{o}" for o in other_net])
             label = f"{name} ({what}), mean of {n} seed(s)" + ("; thin: one seed where the others have no window"
                                                                  if tails and n > 1 else "")
             series.append((grid, mean, lo, hi, tails, c, label))
@@ -677,7 +724,7 @@ def main(argv: list[str] | None = None) -> int:
         harvest(cfg=cfg)  # the seed's last windows (all of them with --plot-only)
     plotted = plot(out, png, args.suite, args.task)
     every = list(read_jsonl(out))  # the file as written: summary, random line and target from one read
-    lines = [x for x in every if in_series(x, "muse_jax", args.agent, args.variant)]
+    lines = [x for x in every if in_series(x, "muse_jax", args.agent, args.variant, network_of(cfgs[args.seeds[0]]))]
     # the summary describes the series as the file holds it: with --plot-only the command's --seeds and
     # --env-steps need not be the runs' (its defaults, 0 and 50000, usually are not)
     seeds = sorted({int(x["seed"]) for x in lines}) if args.plot_only and lines else args.seeds
@@ -696,8 +743,9 @@ def main(argv: list[str] | None = None) -> int:
                  "env_steps": budget["env_steps_total"], "lines_written": written, "final": final,
                  "random_score": rand[0]["score"] if rand else None,
                  "random_episodes": rand[0]["episodes"] if rand else None, "wall_s_per_seed": walls,
+                 "network": network_of(cfgs[args.seeds[0]]),
                  "target": judge_target(every, "success_rate" if args.suite == "metaworld" else "score",
-                                        args.agent),
+                                        args.agent, network_of(cfgs[args.seeds[0]])),
                  "wall_s": round(time.time() - t0, 1), "budget": budget,
                  "machine": machine(), "out": str(out), "plot": str(png) if plotted else None}, None)
     return 0

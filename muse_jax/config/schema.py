@@ -83,15 +83,15 @@ class ModelConfig:
     """Append the integer task id as an extra image channel (MUSE §3.2.1)."""
     compute_dtype: Literal["float32", "bfloat16"] = "float32"
     """Activation dtype; parameters stay float32."""
-    hidden_bias: bool = False
+    hidden_bias: bool = True
     """Give every hidden Linear layer (MLP layers of encoder, decoder, heads, actor, critic; the RSSM's
     prior/posterior layers and GRU input embeddings) a zero-initialised bias, as dreamerv3 3.3.1 does
-    (`nets.Linear(bias=True)`). Off by default, a stated departure (docs/official_comparison.md
-    difference 8): every result and checkpoint of this project was made without, and RMSNorm has no
-    shift, so those layers have no offset: each is then blind to the size of its input (the GRU's
-    action embedding maps a and a/4 to the same state). On reach-v3 it alone closes this project's lag
-    behind the official on both seeds run (README); it becomes the default once the committed curves are
-    rerun with it. Conv layers keep no bias either way."""
+    (`nets.Linear(bias=True)`). The default since 2026-11-26; before, the layers had none (a departure,
+    docs/official_comparison.md difference 8), and RMSNorm has no shift, so each layer was blind to the
+    size of its input (the GRU's action embedding mapped a and a/4 to the same state). On reach-v3 the
+    biases alone closed this project's lag behind the official on both seeds run (README). Runs saved
+    without the key resume with it off (`KEYS_ADDED_WITH_OLD_BEHAVIOUR`); runs saved with it off are
+    refused on resume unless `--set model.hidden_bias=false` is given. Conv layers keep no bias either way."""
 
 
 @dataclasses.dataclass(frozen=True)

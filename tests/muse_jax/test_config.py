@@ -138,8 +138,10 @@ def test_resume_reads_a_key_added_later_as_the_old_behaviour_and_refuses_a_real_
     assert resume_conflicts(saved, cfg.replace({"replay.online": True})) == ["replay.online"]
     assert resume_conflicts(saved, cfg.replace({"replay.capacity": 2 * cfg.replay.capacity})) == []  # room to extend
     del saved["model"]["hidden_bias"]  # a run saved before the biases existed: it had none
+    assert cfg.model.hidden_bias is True  # the default since: such a run resumes only with them off
+    assert resume_conflicts(saved, cfg) == ["model.hidden_bias"]
+    cfg = cfg.replace({"model.hidden_bias": False})
     assert resume_conflicts(saved, cfg) == []
-    assert resume_conflicts(saved, cfg.replace({"model.hidden_bias": True})) == ["model.hidden_bias"]
     del saved["behavior"]["split_policy_out"]  # saved with the one output layer: resumes with it, not two
     assert resume_conflicts(saved, cfg) == []
     assert resume_conflicts(saved, cfg.replace({"behavior.split_policy_out": True})) == ["behavior.split_policy_out"]

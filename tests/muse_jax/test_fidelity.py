@@ -208,9 +208,9 @@ def test_hidden_bias_adds_dreamerv3s_biases_and_they_train(make_config, make_bat
     hidden layer of every MLP (encoder, decoder, reward/continue/competence heads, actor, critic, RSSM
     prior 2 and posterior 1) and per GRU input embedding (3); none without it; and they get gradients."""
     spec = ag.ObsSpec(image_shape=None, proprio_dim=PROPRIO, act_dim=ACT, num_tasks=1)
-    off = make_config()
-    on = make_config(**{"model.hidden_bias": True})
-    assert off.model.hidden_bias is False  # the default, a stated departure (difference 8)
+    off = make_config(**{"model.hidden_bias": False})
+    on = make_config()
+    assert on.model.hidden_bias is True  # the default since 2026-11-26 (difference 8, closed)
     assert _hidden_biases(ag.create_learner(off, spec, seed=0)) == {}
     learner = ag.create_learner(on, spec, seed=0)
     biases = _hidden_biases(learner)

@@ -40,6 +40,7 @@ def test_tiny_curve_writes_lines_and_png_and_rerun_adds_nothing(tmp_path):
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert all(LINE_KEYS <= set(x) and BUDGET_KEYS <= set(x["budget"]) for x in lines)
+    assert all(x["network"] == {"hidden_bias": True} for x in lines if x["impl"] == "muse_jax")
     rand = [x for x in lines if x["impl"] == "random"]
     mine = [x for x in lines if x["impl"] == "muse_jax"]
     assert len(rand) == 1 and rand[0]["episodes"] == 2 and rand[0]["score"] < 0  # Pendulum returns are negative
@@ -184,7 +185,7 @@ def test_bad_input_is_one_clear_line(tmp_path, flags, words):
 
 def _line(impl, seed, step, score):
     return {"impl": impl, "agent": "dreamer" if impl != "random" else "random", "seed": seed, "env_steps": step,
-            "score": score}
+            "score": score, **({"network": {"hidden_bias": True}} if impl == "muse_jax" else {})}
 
 
 def test_target_is_judged_at_the_last_window_every_seed_of_both_has():
@@ -203,6 +204,17 @@ def test_target_is_judged_at_the_last_window_every_seed_of_both_has():
     theirs = [{**_line("official", s, 2000, 0.0), "variant": "exact-twohot"} for s in (0, 1)]
     assert lc.judge_target(lines + theirs) == got  # nor is a variant of the official run the official
     assert lc.line_key(ablation[0]) != lc.line_key(lines[1])
+    # runs of the network without hidden biases (written before `network` was recorded, or with the key set
+    # off) are a series of their own: never judged as the default, never a duplicate of its windows
+    legacy = [{k: v for k, v in _line("muse_jax", s, 2000, 0.0).items() if k != "network"} for s in (0, 1)]
+    unbiased = [{**_line("muse_jax", s, 2000, 0.0), "network": {"hidden_bias": False}} for s in (0, 1)]
+    assert lc.line_network(legacy[0]) == {"hidden_bias": False} == lc.line_network(unbiased[0])
+    assert lc.line_network({**legacy[0], "variant": "hb", "overrides": ["model.hidden_bias=true"]}) == \
+        {"hidden_bias": True}
+    assert lc.judge_target(lines + legacy) == got == lc.judge_target(lines + unbiased)
+    assert lc.line_key(legacy[0]) == lc.line_key(unbiased[0]) != lc.line_key(lines[1])
+    off = lc.judge_target(lines + unbiased, network={"hidden_bias": False})
+    assert off["ours"]["mean"] == 0.0 and not off["target_met"]
     lines[1]["score"] = 90.0  # seed 0 below the best random episode: not clearly above random
     got = lc.judge_target(lines)
     assert got["ours"]["above_random"] is False and got["target_met"] is False
@@ -222,8 +234,7 @@ def test_a_success_rate_is_above_random_only_when_the_counts_say_so():
     import benchmarks.learning_curve as lc
 
     def rate(impl, seed, k, n=8):
-        return {"impl": impl, "agent": "dreamer", "seed": seed, "env_steps": 12000, "success_rate": k / n,
-                "episodes": n}
+        return {**_line(impl, seed, 12000, None), "success_rate": k / n, "episodes": n}
 
     rand = {"impl": "random", "agent": "random", "seed": 0, "env_steps": 0, "success_rate": 0.3, "episodes": 10}
     lines = [rand, rate("muse_jax", 0, 3), rate("muse_jax", 1, 3), rate("official", 0, 8), rate("official", 1, 7)]
