@@ -198,7 +198,7 @@ def trained_config(run: Path, cfg: Any) -> Any:
     checkpoint has no windows to label: `cfg` as it is.
     """
     from muse_jax.checkpoint import Checkpointer
-    from muse_jax.config import ConfigError, resume_conflicts
+    from muse_jax.config import ConfigError, explain_conflicts, resume_conflicts
 
     if not checkpoint_steps(run):
         return cfg
@@ -209,8 +209,9 @@ def trained_config(run: Path, cfg: Any) -> Any:
         ck.close()
     diff = resume_conflicts(saved, cfg)
     if diff:
-        raise ConfigError(f"{run} was trained with another config (differs in {diff[:5]}); give --plot-only "
-                          "the flags the run was trained with, so its windows are labelled with its budget")
+        what, sets = explain_conflicts(saved, cfg, diff)
+        raise ConfigError(f"{run} was trained with another config ({what}); give --plot-only the flags the run "
+                          f"was trained with ({sets}), so its windows are labelled with its budget")
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, env_steps=int(saved["train"]["env_steps"])))
 
 

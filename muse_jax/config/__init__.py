@@ -5,6 +5,7 @@ from muse_jax.config.load import (
     CONFIG_DIR,
     CONFIG_KEYS_FREE_ON_RESUME,
     config_diff,
+    explain_conflicts,
     from_dict,
     load_config,
     named_configs,
@@ -33,6 +34,6 @@ from muse_jax.config.schema import (
 __all__ = [
     "CONFIG_DIR", "CONFIG_KEYS_FREE_ON_RESUME", "MODEL_SIZES", "AdaptConfig", "BehaviorConfig", "Config",
     "ConfigError", "EnvConfig", "LossConfig", "ModelConfig", "OptimConfig", "ParallelConfig", "RegulationConfig",
-    "ReplayConfig", "TrainConfig", "config_diff", "from_dict", "load_config", "named_configs", "parse_overrides",
-    "read_yaml_mapping", "resolve_config_path", "resume_conflicts", "validate",
+    "ReplayConfig", "TrainConfig", "config_diff", "explain_conflicts", "from_dict", "load_config", "named_configs",
+    "parse_overrides", "read_yaml_mapping", "resolve_config_path", "resume_conflicts", "validate",
 ]

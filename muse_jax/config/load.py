@@ -13,6 +13,7 @@ resolve from a wheel install as from a checkout; the repository's `configs/wm` i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,27 @@ def resume_conflicts(saved: Mapping[str, Any], current: Config) -> list[str]:
     """Keys where `current` differs from a saved run's config (`Config.to_dict()`) and may not on resume."""
     saved = _with_old_behaviour(saved)
     return [k for k in config_diff(saved, current.to_dict()) if k not in CONFIG_KEYS_FREE_ON_RESUME]
+
+
+def explain_conflicts(saved: Mapping[str, Any], current: Config, keys: list[str]) -> tuple[str, str]:
+    """("k is X there, Y here; ...", "--set k=X ...") for the first five conflicting `keys`.
+
+    Why: a refused resume must say how to resume; after a default changed (`model.hidden_bias` on
+    2026-11-26) the user's command is unchanged and only the run's own values make it resume.
+    """
+    def show(v: Any) -> str:
+        return "unset" if v is None else str(v).lower() if isinstance(v, bool) else v if isinstance(v, str) \
+            else json.dumps(v)
+
+    def get(tree: Mapping[str, Any], dotted: str) -> Any:
+        for part in dotted.split("."):
+            tree = tree.get(part) if isinstance(tree, Mapping) else None
+        return tree
+
+    old, new = _with_old_behaviour(saved), current.to_dict()
+    keys = keys[:5]
+    what = "; ".join(f"{k} is {show(get(old, k))} there, {show(get(new, k))} here" for k in keys)
+    return what, " ".join(f"--set {k}={show(get(old, k))}" for k in keys)
 
 
 def _with_old_behaviour(saved: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ import numpy as np
 from muse_jax import agent as A
 from muse_jax import parallel
 from muse_jax.checkpoint import Checkpointer, verify_integrity
-from muse_jax.config import Config, ConfigError, resume_conflicts
+from muse_jax.config import Config, ConfigError, explain_conflicts, resume_conflicts
 from muse_jax.envs.suite import SUITES_WITH_SUCCESS, check_tasks, make_vector_env
 from muse_jax.errors import CheckpointNotFoundError
 from muse_jax.loops.collect import Collector, Episode
@@ -152,11 +152,13 @@ def _open_checkpoints(cfg: Config, logdir: Path) -> Checkpointer:
     fails in a second."""
     ckpt = Checkpointer(logdir / "checkpoints", cfg.train.keep_checkpoints)
     if ckpt.latest_step() is not None:
-        diff = resume_conflicts(ckpt.read_meta().get("config", {}), cfg)
+        saved = ckpt.read_meta().get("config", {})
+        diff = resume_conflicts(saved, cfg)
         if diff:
             ckpt.close()
-            raise ConfigError(f"{logdir} holds a run with another config (differs in {diff[:5]}); "
-                              "use a new --logdir or the same config to resume.")
+            what, sets = explain_conflicts(saved, cfg, diff)
+            raise ConfigError(f"{logdir} holds a run with another config ({what}); to resume it, give the run's "
+                              f"values ({sets}); to start afresh, use a new --logdir.")
     return ckpt
 
 

@@ -128,7 +128,7 @@ def test_named_configs_ship_inside_the_package_and_configs_wm_links_there():
 def test_resume_reads_a_key_added_later_as_the_old_behaviour_and_refuses_a_real_change():
     """A run saved before `replay.online` (or `model.hidden_bias`) existed resumes with it off (what the code
     did then), but not on."""
-    from muse_jax.config.load import KEYS_ADDED_WITH_OLD_BEHAVIOUR, resume_conflicts
+    from muse_jax.config.load import KEYS_ADDED_WITH_OLD_BEHAVIOUR, explain_conflicts, resume_conflicts
 
     cfg = load_config("smoke")
     saved = cfg.to_dict()
@@ -140,6 +140,8 @@ def test_resume_reads_a_key_added_later_as_the_old_behaviour_and_refuses_a_real_
     del saved["model"]["hidden_bias"]  # a run saved before the biases existed: it had none
     assert cfg.model.hidden_bias is True  # the default since: such a run resumes only with them off
     assert resume_conflicts(saved, cfg) == ["model.hidden_bias"]
+    assert explain_conflicts(saved, cfg, ["model.hidden_bias"]) == (  # the refusal says how to resume
+        "model.hidden_bias is false there, true here", "--set model.hidden_bias=false")
     cfg = cfg.replace({"model.hidden_bias": False})
     assert resume_conflicts(saved, cfg) == []
     del saved["behavior"]["split_policy_out"]  # saved with the one output layer: resumes with it, not two

@@ -202,7 +202,9 @@ def test_nan_loss_stops_with_name_and_keeps_last_good_checkpoint(run, cfg, tmp_p
 
 
 def test_resume_refuses_another_config(run, cfg):
-    with pytest.raises(ConfigError, match="another config"):
+    units = cfg.model.units
+    with pytest.raises(ConfigError, match=rf"another config \(model.units is {units} there, 8 here\); to resume it, "
+                                          rf"give the run's values \(--set model.units={units}\)"):
         pre.pretrain(cfg.replace({"model.units": 8}), run[0], echo=lambda s: None)
 
 
