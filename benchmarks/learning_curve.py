@@ -60,7 +60,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -257,9 +257,15 @@ def network_of(cfg: Any) -> dict[str, Any]:
 
 def default_network() -> dict[str, Any]:
     """`network_of` the default config: the network of this project's default series, the one judged."""
+    return dict(_default_network_items())
+
+
+@cache
+def _default_network_items() -> tuple[tuple[str, Any], ...]:
+    """Built once: `in_series` asks for it per line, and a `Config()` is validated on construction."""
     from muse_jax.config import Config
 
-    return network_of(Config())
+    return tuple(sorted(network_of(Config()).items()))
 
 
 def line_network(line: dict[str, Any]) -> dict[str, Any] | None:
