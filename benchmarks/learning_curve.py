@@ -255,6 +255,11 @@ def network_of(cfg: Any) -> dict[str, Any]:
     return {"hidden_bias": bool(cfg.model.hidden_bias)}
 
 
+def network_key(network: dict[str, Any] | None) -> tuple[tuple[str, Any], ...] | None:
+    """`network` as a hashable, order-free key (None stays None: the official's and random lines)."""
+    return tuple(sorted(network.items())) if network is not None else None
+
+
 def default_network() -> dict[str, Any]:
     """`network_of` the default config: the network of this project's default series, the one judged."""
     return dict(_default_network_items())
@@ -265,7 +270,7 @@ def _default_network_items() -> tuple[tuple[str, Any], ...]:
     """Built once: `in_series` asks for it per line, and a `Config()` is validated on construction."""
     from muse_jax.config import Config
 
-    return tuple(sorted(network_of(Config()).items()))
+    return network_key(network_of(Config()))
 
 
 def line_network(line: dict[str, Any]) -> dict[str, Any] | None:
@@ -294,8 +299,7 @@ def in_series(line: dict[str, Any], impl: str, agent: str, variant: str | None =
 
 
 def line_key(line: dict[str, Any]) -> tuple:
-    net = line_network(line)
-    return (line.get("impl"), line.get("agent"), line.get("variant"), tuple(sorted(net.items())) if net else None,
+    return (line.get("impl"), line.get("agent"), line.get("variant"), network_key(line_network(line)),
             int(line.get("seed", 0)), int(line.get("env_steps", 0)))
 
 
@@ -544,9 +548,9 @@ def _series(lines: list[dict[str, Any]], key: str) -> list[tuple[list[int], list
     default = default_network()
     series = []
     for impl in ("muse_jax", "official"):
-        kinds = {(x.get("agent", "dreamer"), x.get("variant"), tuple(sorted((line_network(x) or {}).items())))
+        kinds = {(x.get("agent", "dreamer"), x.get("variant"), network_key(line_network(x) or {}))
                  for x in lines if x.get("impl") == impl}
-        ordered = sorted(kinds, key=lambda k: (k[0], k[1] or "", k[2] != tuple(sorted(default.items()))))
+        ordered = sorted(kinds, key=lambda k: (k[0], k[1] or "", k[2] != network_key(default)))
         for agent, variant, net in ordered:
             mine = [x for x in lines if in_series(x, impl, agent, variant, dict(net) if net else None)]
             grid, mean, lo, hi, n, tails = _seed_band(mine, key)
