@@ -41,8 +41,10 @@ TRAIN_STEP = """
     rows = parallel.local_batch_size(4, mesh)
     mine = {k: v[jax.process_index() * rows:(jax.process_index() + 1) * rows] for k, v in batch.items()}
     state = parallel.shard_state(learner.state, mesh)
-    state, metrics = make_train_step(cfg, learner.graphdef, mesh)(state, parallel.shard_batch(mine, mesh),
-                                                                  jax.random.key(3))
+    args = (state, parallel.shard_batch(mine, mesh), jax.random.key(3))
+    # as TrainDriver does: both processes start the first (collective) run together, however long each compiles
+    step = parallel.compile_then_meet(make_train_step(cfg, learner.graphdef, mesh), *args)
+    state, metrics = step(*args)
     params = parallel.host_local(nnx.state(nnx.merge(learner.graphdef, state).agent, nnx.Param))
     leaves = [np.asarray(x) for x in jax.tree.leaves(params)]
     print(json.dumps({"process": jax.process_index(), "processes": jax.process_count(),
