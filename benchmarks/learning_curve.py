@@ -550,7 +550,7 @@ def _series(lines: list[dict[str, Any]], key: str) -> list[tuple[list[int], list
     for impl in ("muse_jax", "official"):
         kinds = {(x.get("agent", "dreamer"), x.get("variant"), network_key(line_network(x) or {}))
                  for x in lines if x.get("impl") == impl}
-        ordered = sorted(kinds, key=lambda k: (k[0], k[1] or "", k[2] != network_key(default)))
+        ordered = sorted(kinds, key=lambda k: (k[0], k[1] or "", k[2] != _default_network_items()))
         for agent, variant, net in ordered:
             mine = [x for x in lines if in_series(x, impl, agent, variant, dict(net) if net else None)]
             grid, mean, lo, hi, n, tails = _seed_band(mine, key)
