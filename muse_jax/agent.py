@@ -226,7 +226,10 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
                 key: jax.Array, mode: str) -> tuple[jax.Array, dict[str, jax.Array], dict[str, jax.Array]]:
     """Filter one observation per env, then act: "random", "dreamer" (actor sample) or "muse".
 
-    "muse" self-regulates per cfg.regulation.strategy ("none" = the plain actor). Returns actions
+    "muse" self-regulates per cfg.regulation.strategy ("none" = the plain actor's sample, "mean" = its
+    mean action). Every strategy starts from the filtered state (h_t from the posterior chain, which has
+    seen every observation of the episode so far), so what MUSE does depends on what it sees; the config
+    refuses the one open-loop combination (a carried regulated state with z from the prior). Returns actions
     [B, A] in [-1, 1], the new carry, and info with `competence` [B], `competence_probs` [B, N],
     `value` [B] (critic, un-normalised), `value_normalized` [B] (value / return scale, the Dreamer
     self-awareness signal of §3.2.2) and `quantile` [B] (predicted success quantile class 0..N: the
@@ -235,9 +238,10 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
 
     The carry holds a_t and two beliefs, each advanced by h_{t+1} = f(h, z, a_t) and the posterior
     z_{t+1} from the next observation: the filtering belief (`deter`, `stoch`) that is never regulated,
-    and the acting state (`act_deter`, `act_stoch`). With strategy "gradient" and
-    `regulation.carry_regulated_state` (Algorithm 1's h_{t+1} = f(s, a_t)) the acting state is the
-    ascended s, so regulation carries over; otherwise both chains are the same. The self-awareness
+    and the acting state (`act_deter`, `act_stoch`). With strategy "gradient",
+    `regulation.carry_regulated_state` and `z_source: posterior` (h_{t+1} = f(s, a_t), z_{t+1} from the next
+    observation) the acting state is the ascended s, so regulation carries over; otherwise (the default)
+    both chains are the same. The self-awareness
     outputs (`competence`, `quantile`, ...: what Table 1 scores) and the replay-context latents always
     come from the filtering belief, the model's honest estimate before any regulation: an ascended state
     has its competence pushed up by construction. Regulated steps add the effect sizes
@@ -276,6 +280,8 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
         action = jax.random.uniform(k_act, (B, A), jnp.float32, -1.0, 1.0)
     elif mode == "dreamer" or cfg.regulation.strategy == "none":
         action = agent.actor.sample(feat, k_act)
+    elif cfg.regulation.strategy == "mean":  # the noise-free control: the actor's mean action
+        action = agent.actor.dist(feat)[0]
     else:
         action, reg_info = regulation.get_strategy(cfg.regulation.strategy)(agent, act_st["deter"],
                                                                             act_st["stoch"], k_act, cfg)

@@ -63,6 +63,17 @@ def psi1_predictions(episodes: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np
     return np.concatenate(p), np.concatenate(labels)
 
 
+def raw_value_auroc(episodes: Sequence[dict[str, Any]]) -> float | None:
+    """AUROC of Dreamer's raw critic value (records' `value`), beside the normalised signal: the
+    normalisation value / max(1, return range) is monotone within one run but not across its episodes'
+    steps if the scale moved, so both are reported. None when the records carry no raw value."""
+    if not episodes or not all("value" in ep for ep in episodes):
+        return None
+    v = np.concatenate([np.asarray(ep["value"], float) for ep in episodes])
+    y = np.concatenate([np.full(len(ep["value"]), bool(ep["success"])) for ep in episodes])
+    return _num(M.auroc(v, y))
+
+
 def regulation_effect(episodes: Sequence[dict[str, Any]]) -> dict[str, float | None]:
     """Mean per-step size of what self-regulation changed (`regulation_*` record lists; null when the
     policy did not regulate): state/action change against the plain actor, and the part due to the ascent."""
@@ -145,6 +156,7 @@ def _group_figures(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: 
         "sa_accuracy_n_half": (_num(M.accuracy(scores, labels, n_quantiles / 2.0)) if agent == "muse" else None),
         "sa_auroc": _num(M.auroc(scores, labels)),
         "sa_quantile_accuracy": _num(float((q_pred == q_true).mean())) if q_pred.size else None,
+        "sa_auroc_raw_value": raw_value_auroc(episodes),
     }
 
 
@@ -171,7 +183,10 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, 
         "sa_accuracy_rule": rule,
         "sa_accuracy_n_half": pooled["sa_accuracy_n_half"],
         "sa_auroc": pooled["sa_auroc"],
+        "sa_auroc_raw_value": pooled["sa_auroc_raw_value"],
         "sa_quantile_accuracy": pooled["sa_quantile_accuracy"],
+        "sa_outcome_classes": len({bool(ep["success"]) for ep in episodes}),
+        "sa_by_episode_index": by_episode_index(agent, episodes, n_quantiles, max_steps),
         "sa_threshold": _num(threshold) if threshold is not None else None,
         # share of steps the main rule counts as predicted successes (0 or 1: a constant prediction)
         "sa_predicted_success_share": _num(float((m_scores > threshold).mean())) if threshold is not None else None,
@@ -187,6 +202,55 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, 
         "steps": int(scores.size),
         "tasks": per_task,
     }
+
+
+def self_awareness(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
+                   prefix: str = "sa/") -> dict[str, float | None]:
+    """The self-awareness figures of a set of episode records as flat metrics (metrics.jsonl, TensorBoard):
+    `auroc`, `accuracy` (MUSE psi_1 > 1/2, Dreamer value > median), `quantile_accuracy` (MUSE), Dreamer's
+    `auroc_raw_value`, `episodes`, `successes`, `outcome_classes`, and `auroc/<task>`, `accuracy/<task>`
+    per task. With one outcome class AUROC is undefined: null, and `outcome_classes` says 1."""
+    if not episodes:
+        return {}
+    out: dict[str, float | None] = {}
+
+    def put(group: Sequence[dict[str, Any]], suffix: str) -> None:
+        g = _group_figures(agent, group, n_quantiles, max_steps)
+        out[f"{prefix}auroc{suffix}"] = g["sa_auroc"]
+        out[f"{prefix}accuracy{suffix}"] = g["sa_accuracy"]
+        if agent == "muse":
+            out[f"{prefix}quantile_accuracy{suffix}"] = g["sa_quantile_accuracy"]
+        elif g["sa_auroc_raw_value"] is not None or not suffix:
+            out[f"{prefix}auroc_raw_value{suffix}"] = g["sa_auroc_raw_value"]
+
+    put(episodes, "")
+    out[f"{prefix}episodes"] = float(len(episodes))
+    out[f"{prefix}successes"] = float(sum(bool(ep["success"]) for ep in episodes))
+    out[f"{prefix}outcome_classes"] = float(len({bool(ep["success"]) for ep in episodes}))
+    for task in dict.fromkeys(ep["task"] for ep in episodes):
+        put([ep for ep in episodes if ep["task"] == task], f"/{task}")
+    return out
+
+
+def by_episode_index(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
+                     ) -> list[dict[str, Any]]:
+    """Self-awareness early vs late in adaptation: the records split at the middle episode index (each
+    task's episodes 0..n/2-1, then n/2..n-1), AUROC / accuracy / success rate of each half."""
+    idx = [int(ep.get("episode", 0)) for ep in episodes]
+    if not idx:
+        return []
+    mid = (max(idx) + 1) // 2
+    halves = [("early", [e for e, i in zip(episodes, idx, strict=True) if i < mid], 0, mid - 1),
+              ("late", [e for e, i in zip(episodes, idx, strict=True) if i >= mid], mid, max(idx))]
+    out = []
+    for name, group, lo, hi in halves:
+        if not group:
+            continue
+        g = _group_figures(agent, group, n_quantiles, max_steps)
+        out.append({"half": name, "episode_index": [lo, hi], "episodes": len(group),
+                    "success_rate": _num(float(np.mean([bool(e["success"]) for e in group]))),
+                    "sa_auroc": g["sa_auroc"], "sa_accuracy": g["sa_accuracy"]})
+    return out
 
 
 ROWS = (("Accuracy", "sa_accuracy", True), ("Accuracy, sum psi > N/2 variant", "sa_accuracy_n_half", True),

@@ -63,8 +63,8 @@ class MLP(nnx.Module):
     3.3.1's `nets.Linear` has (`model.hidden_bias`); without it they have no offset, since RMSNorm
     has a scale but no shift, and each hidden layer's output is then invariant to a positive scaling
     of its input (RMSNorm divides it out): the encoder sees only the direction of the symlog
-    observation. Off by default: every committed curve and checkpoint was made without it; its
-    measured effect is in the README (Meta-World reach-v3).
+    observation. The MLP's own default is off; the config's `model.hidden_bias` is on by default (the
+    official network; without it the reach-v3 curve lags, measured in docs/official_comparison.md).
     """
 
     def __init__(self, din: int, units: int, layers: int, dout: int | None, rngs: nnx.Rngs,

@@ -28,10 +28,12 @@ CONFIG_DIR = Path(__file__).resolve().parent / "named"
 
 CONFIG_KEYS_FREE_ON_RESUME = (
     "train.env_steps", "train.log_every", "train.save_every", "train.keep_checkpoints",
-    "optim.lr", "optim.warmup", "optim.agc", "replay.capacity",
+    "optim.lr", "optim.warmup", "optim.agc", "replay.capacity", "regulation.carry_regulated_state",
+    "train.sa_window",
 )
 """Settings a resumed run may change (extend training, with replay room to match; lower a learning rate
-after a NaN stop, as the NaN message advises); every other key must match the saved run. A smaller
+after a NaN stop, as the NaN message advises; drop the carried regulated state, which runs saved before it
+was refused with the prior z have on: `closed_loop`); every other key must match the saved run. A smaller
 `replay.capacity` evicts the oldest episodes when the replay is restored."""
 
 KEYS_ADDED_WITH_OLD_BEHAVIOUR: dict[str, Any] = {
@@ -40,6 +42,19 @@ KEYS_ADDED_WITH_OLD_BEHAVIOUR: dict[str, Any] = {
 """Settings added after runs were saved, with the value that reproduces what the code did before they
 existed: a saved config that lacks one of them counts as holding this value on resume (a key added with a
 new behaviour as its default is not listed, so an older run is refused rather than resumed differently)."""
+
+
+def closed_loop(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved config with the open-loop acting setting turned off.
+
+    Runs saved before `regulation.carry_regulated_state` with `z_source: prior` was refused hold exactly
+    that pair (it was the default): no observation reached their actions. Restored, they act from the
+    filtered state instead (`carry_regulated_state: false`); everything else is kept."""
+    out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in saved.items()}
+    reg = out.get("regulation")
+    if isinstance(reg, dict) and reg.get("carry_regulated_state") and reg.get("z_source", "prior") == "prior":
+        reg["carry_regulated_state"] = False
+    return out
 
 
 def named_configs() -> list[str]:

@@ -202,8 +202,10 @@ class BehaviorConfig:
 class RegulationConfig:
     """Self-regulation (MUSE §3.1.2): how MUSE turns competence into actions."""
 
-    strategy: Literal["gradient", "rollouts", "mcts", "none"] = "gradient"
-    """(c) gradient ascent on the model state (Algorithm 1), (a) sampled rollouts, (b) MCTS, or off."""
+    strategy: Literal["gradient", "rollouts", "mcts", "none", "mean"] = "gradient"
+    """(c) gradient ascent on the model state (Algorithm 1), (a) sampled rollouts, (b) MCTS, or off: "none"
+    acts with the plain actor's sample and "mean" with its mean action (no exploration noise), the two
+    controls a regulation strategy is measured against (`benchmarks/regulation_effect.py`)."""
     horizon: int = setting(10, integer_at_least(1))
     """H, the rollout horizon of Algorithm 1 (also used by rollouts and MCTS depth)."""
     beta: float = setting(0.02, number_at_least(0))
@@ -220,14 +222,21 @@ class RegulationConfig:
     mcts_c: float = setting(1.0, number_at_least(0))
     """(b) Unused since MCTS selects by the self-awareness criterion in place of UCB (§3.1.2); kept so old
     configs load."""
-    carry_regulated_state: bool = True
-    """Algorithm 1 as written: the ascended s = (h, z) is the acting chain's carry, so h_{t+1} = f(s, a_t) and
-    regulation builds up over the episode. False = the ascended s only picks a_t and the next step acts from
-    the unregulated posterior. Either way the self-awareness signal scored in Table 1 comes from a separate,
-    never-regulated filtering chain (the model's honest belief; `agent.policy_step`)."""
+    carry_regulated_state: bool = setting(False, Allowed(
+        lambda v, r: not v or r.z_source == "posterior",
+        "false unless regulation.z_source is posterior: with z drawn from the prior, a carried regulated state "
+        "never sees an observation (open loop); set regulation.carry_regulated_state=false"))
+    """Whether the acting chain carries the ascended s: h_{t+1} = f(s, a_t). Off (the default): every step
+    starts Algorithm 1 from the filtered state h_t of the posterior chain, which has seen every observation so
+    far ("observes the resulting recurrent state"), so the policy is closed-loop. On is allowed only with
+    `z_source: posterior`, where the carried chain still takes z_{t+1} from the next observation; with the
+    prior z nothing observed would ever reach the actions (measured: two observation streams gave identical
+    actions over 20 steps). Either way the self-awareness signal scored in Table 1 comes from the filtering
+    chain (the model's honest belief; `agent.policy_step`)."""
     z_source: Literal["prior", "posterior"] = "prior"
-    """Where Algorithm 1's z_t comes from: "prior" samples z_t ~ p(z_t | h_t) as the algorithm writes it;
-    "posterior" starts from the filtered z_t ~ q(z_t | h_t, x_t), which has seen the observation."""
+    """Where Algorithm 1's z_t comes from: "prior" samples z_t ~ p(z_t | h_t) as the algorithm writes it (h_t
+    is the filtered state, so the action depends on the observations up to x_{t-1}); "posterior" starts from
+    the filtered z_t ~ q(z_t | h_t, x_t), which has also seen the current observation."""
     rollout: Literal["forward", "in_place"] = "forward"
     """"forward": Algorithm 1 as written, each of the H ascent steps follows a ~ pi(s), h <- f(s, a), so the
     acting state lies H imagined steps ahead; "in_place": the H ascent steps act on the current s only (no
@@ -322,6 +331,9 @@ class TrainConfig:
     once replay holds one batch, as in dreamerv3."""
     log_every: int = setting(1000, integer_at_least(1))
     """Env steps between metrics lines."""
+    sa_window: int = setting(64, integer_at_least(1))
+    """Self-awareness logged while pre-training (`sa/*` in metrics.jsonl): AUROC, accuracy and quantile
+    accuracy over the agent's most recent `sa_window` finished episodes, per task and overall."""
     save_every: int = setting(10000, integer_at_least(1))
     """Env steps between checkpoints."""
     keep_checkpoints: int = setting(2, integer_at_least(1))

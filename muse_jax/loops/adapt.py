@@ -48,7 +48,7 @@ from muse_jax.checkpoint import Checkpointer
 from muse_jax.competence import agent_steps_per_episode
 from muse_jax.config import Config, ConfigError
 from muse_jax.envs.metaworld import check_task, configure_gl, make_vector_env
-from muse_jax.loops.collect import REGULATION_EFFECT_KEYS, Collector, Episode
+from muse_jax.loops.collect import Collector, episode_record
 from muse_jax.loops.jit_cache import memo_jit
 from muse_jax.loops.restore import restore_learner
 from muse_jax.loops.run_loop import RunLoop, Tick
@@ -57,28 +57,6 @@ from muse_jax.replay import Replay, pack_episodes, unpack_episodes
 from muse_jax.run_log import RunLogger
 
 RECORD_KEYS = ("task", "episode", "success")  # an episodes.jsonl line without them is skipped (read_jsonl)
-
-
-def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dict[str, int] | None = None
-                   ) -> dict[str, Any]:
-    """One episodes.jsonl line: outcome, step-wise self-awareness signal, and the sequencing counters.
-
-    The record's `time_to_success` (a README field) is the episode's first-success step, -1 if none."""
-    if agent == "muse":
-        signal = ep.competence_T
-    else:
-        signal = ep.extra_T.get("value_normalized", ep.value_T)
-    rec = {"task": task, "episode": index, "success": ep.success, "time_to_success": ep.first_success_step,
-           "length": ep.length, "score": ep.score, "signal": [round(float(x), 5) for x in signal]}
-    if agent == "muse" and "quantile" in ep.extra_T:
-        rec["quantile"] = [int(x) for x in ep.extra_T["quantile"]]
-    if agent == "muse" and "psi1" in ep.extra_T:
-        rec["psi1"] = [round(float(x), 5) for x in ep.extra_T["psi1"]]
-    for k in REGULATION_EFFECT_KEYS:  # what self-regulation changed, per step (regulation/gradient.py)
-        if k in ep.extra_T:
-            rec[k] = [round(float(x), 5) for x in ep.extra_T[k]]
-    rec.update(counters or {})
-    return rec
 
 
 def _check_run_file(out: Path, settings: dict[str, Any]) -> None:
@@ -378,6 +356,10 @@ class _GroupAdaptation:
         for rec in self.new:
             append_jsonl(self.out / "episodes.jsonl", rec)
         self.logger.advance(len(self.new), task=",".join(sorted({x["task"] for x in self.new})))
+        so_far = [x for t in self.group for x in self.records[t]]
         self.logger.write({"step": train_steps, "env_steps": tick.env_step,
                            "episodes_done": min(len(v) for v in self.records.values()),
-                           "success_rate": float(np.mean([x["success"] for x in self.new])), **self.last})
+                           "episode_index": max(x["episode"] for x in self.new),
+                           "success_rate": float(np.mean([x["success"] for x in self.new])), **self.last,
+                           **evaluate.self_awareness(self.agent, so_far, self.cfg.model.competence_quantiles,
+                                                     agent_steps_per_episode(self.cfg.env))})

@@ -198,3 +198,29 @@ class Collector:
 
     def close(self) -> None:
         self.venv.close()
+
+
+def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dict[str, int] | None = None
+                   ) -> dict[str, Any]:
+    """One episodes.jsonl line: outcome, step-wise self-awareness signal, and the sequencing counters.
+
+    The record's `time_to_success` (a README field) is the episode's first-success step, -1 if none.
+    MUSE's `signal` is the competence sum (with `psi1` and `quantile`), Dreamer's the critic value over the
+    return scale (with the raw `value`); adaptation and pre-training (its `sa/*` metrics) both write these."""
+    if agent == "muse":
+        signal = ep.competence_T
+    else:
+        signal = ep.extra_T.get("value_normalized", ep.value_T)
+    rec = {"task": task, "episode": index, "success": ep.success, "time_to_success": ep.first_success_step,
+           "length": ep.length, "score": ep.score, "signal": [round(float(x), 5) for x in signal]}
+    if agent == "dreamer":  # the raw critic value beside the normalised signal (evaluate: sa_auroc_raw_value)
+        rec["value"] = [round(float(x), 5) for x in ep.value_T]
+    if agent == "muse" and "quantile" in ep.extra_T:
+        rec["quantile"] = [int(x) for x in ep.extra_T["quantile"]]
+    if agent == "muse" and "psi1" in ep.extra_T:
+        rec["psi1"] = [round(float(x), 5) for x in ep.extra_T["psi1"]]
+    for k in REGULATION_EFFECT_KEYS:  # what self-regulation changed, per step (regulation/gradient.py)
+        if k in ep.extra_T:
+            rec[k] = [round(float(x), 5) for x in ep.extra_T[k]]
+    rec.update(counters or {})
+    return rec

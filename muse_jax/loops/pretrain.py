@@ -31,6 +31,7 @@ train step it first appeared at; no checkpoint is written after it, so the last 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,13 @@ from typing import Any
 import numpy as np
 
 from muse_jax import agent as A
-from muse_jax import parallel
+from muse_jax import evaluate, parallel
 from muse_jax.checkpoint import Checkpointer, verify_integrity
+from muse_jax.competence import agent_steps_per_episode
 from muse_jax.config import Config, ConfigError, explain_conflicts, resume_conflicts
 from muse_jax.envs.suite import SUITES_WITH_SUCCESS, check_tasks, make_vector_env
 from muse_jax.errors import CheckpointNotFoundError
-from muse_jax.loops.collect import Collector, Episode
+from muse_jax.loops.collect import Collector, Episode, episode_record
 from muse_jax.loops.jit_cache import memo_jit
 from muse_jax.loops.restore import obs_spec, spec_to_meta
 from muse_jax.loops.run_loop import Every, RunLoop, Tick
@@ -187,6 +189,7 @@ class _Pretraining:
         self.should_log = Every(cfg.train.log_every, env_steps, until=total)
         self.should_save = Every(cfg.train.save_every, env_steps)
         self.window: list[Episode] = []  # episodes finished since the last log line
+        self.recent: deque[dict[str, Any]] = deque(maxlen=cfg.train.sa_window)  # their records, for sa/*
         self.last_metrics: dict[str, float] = {}  # mean train metrics of the latest log window
         self._rate_from = (time.time(), env_steps, self.driver.train_steps)
 
@@ -235,6 +238,8 @@ class _Pretraining:
         for ep in tick.episodes:
             self.replay.add_episode(ep.data, ep.success_T)
             self.window.append(ep)
+            if self.cfg.env.suite in SUITES_WITH_SUCCESS:
+                self.recent.append(episode_record(self.cfg.agent, ep.task, self.counters["episodes"], ep))
             self.counters["episodes"] += 1
         if tick.faults:  # an env crash may be NaN actions from a NaN loss: name the loss
             self.driver.metrics.check()
@@ -277,11 +282,20 @@ class _Pretraining:
                   "episodes": self.counters["episodes"],
                   "replay_steps": len(self.replay), "env_restarts": len(self.collector.faults),
                   **self.last_metrics, **recent_stats(self.window, list(self.cfg.env.tasks), has_success),
+                  **self.self_awareness(),
                   "env_steps_per_s": (env_steps - steps0) / dt,
                   "train_steps_per_s": (driver.train_steps - train0) / dt}
         self.logger.write(record)
         self.window = []
         self._rate_from = (time.time(), env_steps, driver.train_steps)
+
+    def self_awareness(self) -> dict[str, float | None]:
+        """`sa/*`: how well the agent's own signal (MUSE competence, Dreamer value) predicted the outcome of
+        its `train.sa_window` most recent finished episodes (`evaluate.self_awareness`; the window survives
+        no resume, it refills from the next episodes)."""
+        cfg = self.cfg
+        return evaluate.self_awareness(cfg.agent, list(self.recent), cfg.model.competence_quantiles,
+                                       agent_steps_per_episode(cfg.env))
 
     def save(self, env_steps: int) -> None:
         driver = self.driver

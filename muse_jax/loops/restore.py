@@ -25,7 +25,7 @@ import numpy as np
 from muse_jax.agent import ObsSpec, SplitLearner, create_learner
 from muse_jax.agent_kinds import AGENT_KINDS
 from muse_jax.checkpoint import Checkpointer, resolve_checkpoint_path
-from muse_jax.config import MODEL_SIZES, Config, from_dict
+from muse_jax.config import MODEL_SIZES, Config, closed_loop, from_dict
 from muse_jax.envs.suite import obs_dims
 from muse_jax.errors import CheckpointError, CheckpointMismatchError
 
@@ -143,9 +143,10 @@ def restore_learner(path: str | os.PathLike, *, step: int | None = None, agent: 
         if "config" not in meta:
             raise CheckpointError(f"checkpoint {step_dir} was not written by `muse-wm pretrain` (no config in its "
                                   "meta); point at the --logdir of a pretrain run.")
-        check_model_overrides(meta["config"], overrides, step_dir)
+        check_model_overrides(closed_loop(meta["config"]), overrides, step_dir)
         _check_agent_kind(checkpoint_agent_kind(meta), agent, overrides, path)
-        saved_cfg, cfg = from_dict(meta["config"]), from_dict(meta["config"], overrides)
+        saved = closed_loop(meta["config"])  # older runs saved the open-loop acting default
+        saved_cfg, cfg = from_dict(saved), from_dict(saved, overrides)
         spec = spec_from_meta(meta, saved_cfg)
         if obs_spec(cfg) != obs_spec(saved_cfg):  # an override reshapes the inputs (e.g. env.image): build for
             spec = obs_spec(cfg)  # them, and the restore names the first parameter that no longer fits

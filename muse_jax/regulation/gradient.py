@@ -16,7 +16,8 @@ from the start state (prior z, H steps ahead), not the gradient; large in-place 
   without `h <- f(s, a)`: regulation then only moves the current belief).
 - `step`: "fixed" (s += beta * g, as written) or "normalized" (s += beta * g / |g|, a step of length
   beta whatever the gradient's scale; the competence head's gradients are often tiny, ~1e-3).
-- `carry_regulated_state` (policy_step): whether h_{t+1} = f(s, a_t) starts from the ascended s.
+- `carry_regulated_state` (policy_step): whether h_{t+1} = f(s, a_t) starts from the ascended s (only with
+  `z_source: posterior`: with the prior z a carried state never sees an observation, so the config refuses it).
 
 Measuring the effect (info, per env): `state_change` = |feat(s) - feat(s_t)|, how far the acting state
 is from the posterior state the plain actor would act from; `action_change` = |a_t - a_plain|, the

@@ -53,7 +53,8 @@ def test_competence_labels_count_agent_steps():
 def _policy(trained, carry_switch: bool, mode: str = "muse"):
     learner = trained[0]
     cfg = learner.cfg.replace({"regulation.strategy": "gradient", "regulation.beta": 0.5,
-                               "regulation.carry_regulated_state": carry_switch})
+                               "regulation.carry_regulated_state": carry_switch,
+                               "regulation.z_source": "posterior" if carry_switch else "prior"})
     fresh = ag.create_learner(cfg, SPEC, seed=0)  # same graph structure, new static config
     return fresh.graphdef, learner.state, cfg
 
