@@ -35,6 +35,7 @@ from muse_jax.config.schema import (
 __all__ = [
     "CONFIG_DIR", "CONFIG_KEYS_FREE_ON_RESUME", "MODEL_SIZES", "AdaptConfig", "BehaviorConfig", "Config",
     "ConfigError", "EnvConfig", "LossConfig", "ModelConfig", "OptimConfig", "ParallelConfig", "RegulationConfig",
-    "ReplayConfig", "TrainConfig", "closed_loop", "config_diff", "explain_conflicts", "from_dict", "load_config", "named_configs",
+    "ReplayConfig", "TrainConfig", "closed_loop", "config_diff", "explain_conflicts", "from_dict", "load_config",
+    "named_configs",
     "parse_overrides", "read_yaml_mapping", "resolve_config_path", "resume_conflicts", "validate",
 ]

@@ -14,6 +14,7 @@ import pytest
 
 from muse_jax import agent as ag
 from muse_jax.config import ConfigError, closed_loop, from_dict
+
 PROPRIO, ACT = 4, 2  # the conftest's synthetic data
 SPEC = ag.ObsSpec(image_shape=None, proprio_dim=PROPRIO, act_dim=ACT, num_tasks=1)
 
