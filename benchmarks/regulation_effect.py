@@ -3,7 +3,10 @@
 Why: MUSE §3.1.2 credits self-regulation (Algorithm 1, gradient ascent on the model state towards
 predicted success) with solving novel tasks. This script runs the SAME pre-trained weights closed loop,
 without any training, on novel tasks whose outcomes are mixed, once per arm:
-- `plain`: the actor (`regulation.strategy: none`);
+- `plain`: the actor's sample (`regulation.strategy: none`) and `mean`: its mean action, no exploration noise
+  (`regulation.strategy: mean`): the two controls; a gain over `plain` that `mean` also has is de-noising,
+  not competence steering, so every arm is also tested against `mean`;
+- `rollouts` (option a) and `mcts` (option b) at the checkpoint's settings;
 - Algorithm 1 with beta in {0, 0.02, 0.1, 0.5} and a normalised step (beta * g / |g|, `--norm-beta`), each
   in the two readings of the loop (`regulation.rollout`: "forward" = rolled H model steps ahead as
   written, "in_place" = ascent on the current state only).
@@ -46,7 +49,10 @@ BETAS = (0.0, 0.02, 0.1, 0.5)
 
 def arms(norm_beta: float) -> dict[str, dict[str, Any]]:
     """Arm name -> regulation overrides."""
-    out: dict[str, dict[str, Any]] = {"plain": {"regulation.strategy": "none"}}
+    out: dict[str, dict[str, Any]] = {"plain": {"regulation.strategy": "none"},
+                                      "mean": {"regulation.strategy": "mean"},
+                                      "rollouts": {"regulation.strategy": "rollouts"},
+                                      "mcts": {"regulation.strategy": "mcts"}}
     for rollout in ("forward", "in_place"):
         for beta in BETAS:
             out[f"{rollout}/beta={beta}"] = {"regulation.strategy": "gradient", "regulation.rollout": rollout,
@@ -141,6 +147,8 @@ def main() -> None:
                                "per_task": per_task, **{k: round(v, 5) for k, v in results[name]["means"].items()}}
         if name != "plain" and "plain" in results:
             row["vs_plain"] = mcnemar_exact(s, results["plain"]["success"])
+        if name != "mean" and "mean" in results:  # the noise-free actor: the control a strategy must beat
+            row["vs_mean"] = mcnemar_exact(s, results["mean"]["success"])
         zero = f"{name.split('/')[0]}/beta=0.0"
         if "/" in name and name != zero and zero in results:
             row["vs_beta0"] = mcnemar_exact(s, results[zero]["success"])

@@ -286,7 +286,8 @@ def policy_step(graphdef: Any, state: Any, carry: dict[str, jax.Array], obs: dic
         action, reg_info = regulation.get_strategy(cfg.regulation.strategy)(agent, act_st["deter"],
                                                                             act_st["stoch"], k_act, cfg)
         info["regulated_competence"] = reg_info["competence_final"]
-        for k in ("state_change", "action_change", "ascent_state_change", "ascent_action_change"):
+        for k in ("state_change", "action_change", "ascent_state_change", "ascent_action_change", "grad_norm",
+                  "actor_jacobian_norm", "actor_mean_abs"):
             if k in reg_info:
                 info[f"regulation_{k}"] = reg_info[k]
         if carries_regulation:

@@ -39,6 +39,12 @@ from muse_jax.agent_kinds import AGENT_KINDS
 
 SIGNAL_NAMES = {"muse": "competence sum", "dreamer": "critic value"}
 
+REGULATION_EFFECT_KEYS = ("regulation_state_change", "regulation_action_change",
+                          "regulation_ascent_state_change", "regulation_ascent_action_change",
+                          "regulation_grad_norm", "regulation_actor_jacobian_norm", "regulation_actor_mean_abs")
+"""Per-step size of what self-regulation changed and why (`regulation/gradient.py`), reported by regulated
+policies, kept in episode records and averaged in results.json."""
+
 
 def _num(x: float) -> float | None:
     """JSON has no nan: undefined metrics are written as null."""
@@ -78,8 +84,7 @@ def regulation_effect(episodes: Sequence[dict[str, Any]]) -> dict[str, float | N
     """Mean per-step size of what self-regulation changed (`regulation_*` record lists; null when the
     policy did not regulate): state/action change against the plain actor, and the part due to the ascent."""
     out: dict[str, float | None] = {}
-    for k in ("regulation_state_change", "regulation_action_change", "regulation_ascent_state_change",
-              "regulation_ascent_action_change"):
+    for k in REGULATION_EFFECT_KEYS:
         vals = [np.asarray(ep[k], float) for ep in episodes if k in ep]
         out[k] = _num(float(np.concatenate(vals).mean())) if vals and sum(v.size for v in vals) else None
     return out

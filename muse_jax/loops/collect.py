@@ -22,11 +22,9 @@ import jax
 import numpy as np
 
 from muse_jax.competence import steps_to_success
+from muse_jax.evaluate import REGULATION_EFFECT_KEYS
 from muse_jax.replay import latent_arrays
 
-REGULATION_EFFECT_KEYS = ("regulation_state_change", "regulation_action_change",
-                          "regulation_ascent_state_change", "regulation_ascent_action_change")
-"""Per-step size of what self-regulation changed (`regulation/gradient.py`), reported by regulated policies."""
 EXTRA_INFO_KEYS = ("value_normalized", "quantile", "psi1", *REGULATION_EFFECT_KEYS)
 """Per-step policy outputs kept for evaluation when the policy reports them (Episode.extra_T)."""
 

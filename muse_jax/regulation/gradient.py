@@ -23,7 +23,9 @@ Measuring the effect (info, per env): `state_change` = |feat(s) - feat(s_t)|, ho
 is from the posterior state the plain actor would act from; `action_change` = |a_t - a_plain|, the
 regulated action against the plain actor's action from that posterior with the same noise;
 `ascent_state_change` / `ascent_action_change` the same against the identical loop run with beta = 0
-(same noise), i.e. what the gradient itself changes, separated from rolling the model forward.
+(same noise), i.e. what the gradient itself changes, separated from rolling the model forward; and why:
+`grad_norm` = |grad_s sum psi| at the final s, `actor_jacobian_norm` = |d mean(a) / d feat(s)| (Frobenius)
+and `actor_mean_abs` = mean |mean action| there (near 1: the tanh is saturated, an input step moves nothing).
 """
 
 from __future__ import annotations
@@ -90,10 +92,17 @@ def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: C
     no_ascent = act(h_0, z_0)
     feat_s, feat_post, feat_0 = feature(h, z), feature(h0, z_post), feature(h_0, z_0)
     norm = jnp.linalg.norm
+    gh, gz = jax.grad(lambda h_, z_: _competence(agent, h_, z_), argnums=(0, 1))(h, z)
+    mean_of = lambda f: agent.actor.dist(f[None])[0][0]  # the actor's mean action, tanh-bounded
+    jac_AxF = jax.jacrev(mean_of)(feat_s)
     return action, {"competence_before": before, "competence_after": after, "competence_final": after[-1],
                     "deter": h, "stoch": z,
                     "state_change": norm(feat_s - feat_post), "action_change": norm(action - plain),
-                    "ascent_state_change": norm(feat_s - feat_0), "ascent_action_change": norm(action - no_ascent)}
+                    "ascent_state_change": norm(feat_s - feat_0), "ascent_action_change": norm(action - no_ascent),
+                    # why an ascent step moves the action this much: |grad| at the end state, the actor's
+                    # sensitivity there (Frobenius norm of d mean / d feat) and how saturated its tanh is
+                    "grad_norm": jnp.sqrt(jnp.sum(gh * gh) + jnp.sum(gz * gz)),
+                    "actor_jacobian_norm": norm(jac_AxF), "actor_mean_abs": jnp.abs(mean_of(feat_s)).mean()}
 
 
 def regulate(agent, h_BxD: jax.Array, z_BxSxK: jax.Array, key: jax.Array, cfg: Config,
