@@ -64,7 +64,7 @@ class MLP(nnx.Module):
     has a scale but no shift, and each hidden layer's output is then invariant to a positive scaling
     of its input (RMSNorm divides it out): the encoder sees only the direction of the symlog
     observation. Off by default: every committed curve and checkpoint was made without it; its
-    measured effect is in the README (Meta-World reach-v3).
+    measured effect is in docs/experiments/does-it-learn.md (Meta-World reach-v3).
     """
 
     def __init__(self, din: int, units: int, layers: int, dout: int | None, rngs: nnx.Rngs,

@@ -63,7 +63,8 @@ def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dic
                    ) -> dict[str, Any]:
     """One episodes.jsonl line: outcome, step-wise self-awareness signal, and the sequencing counters.
 
-    The record's `time_to_success` (a README field) is the episode's first-success step, -1 if none."""
+    The record's `time_to_success` (a field of docs/world-model/index.md) is the episode's first-success
+    step, -1 if none."""
     if agent == "muse":
         signal = ep.competence_T
     else:
