@@ -284,8 +284,9 @@ def curve_page(folder: str) -> Callable[[Path], str]:
         body = [f"# Learning curves: {title[0].lower() + title[1:]}", "",
                 intro + " Each section: this project's seeds, the official DreamerV3's where it ran, the random "
                 "policy and (in the plot) the published DreamerV3 curve; the verdict is `judge_target` of "
-                "`benchmarks/learning_curve.py` (this project's mean at least the official's mean minus its seed spread, and every seed of both above the random "
-                "policy). Plots: `python benchmarks/learning_curve.py --suite S --task T --out FILE --plot-only`.",
+                "`benchmarks/learning_curve.py` (this project's mean at least the official's mean minus its seed "
+                "spread, and every seed of both above the random policy). Plots: "
+                "`python benchmarks/learning_curve.py --suite S --task T --out FILE --plot-only`.",
                 ""]
         body += [curve_section(p, docs, Path("experiments")) for p in curve_files(docs, folder)]
         return "\n".join(body)
