@@ -470,6 +470,27 @@ def readme_results(docs: Path) -> str:
     return text + ".\n"
 
 
+@page("experiments/targets.md",
+      ("learning_curves/tr512/*.jsonl", "wm_throughput_h100.jsonl", "official_speed_cpu.jsonl"))
+def targets(docs: Path) -> str:
+    """The README's results block as a page of the site (its links made relative to docs/experiments/)."""
+    body = readme_results(docs).replace("](docs/experiments/", "](")
+    rows = [r.split("|") for r in body.splitlines() if r.startswith("| ") and not r.startswith("| task")]
+    met = sorted({r[1].strip().split(" (")[0] for r in rows if "**met**" in r[-2]})
+    not_met = sorted({r[1].strip().split(" (")[0] for r in rows} - set(met))
+    lines = [x for f in curve_files(docs, "learning_curves/tr512") for x in read_lines(f)]
+    return "\n".join([
+        "# Targets at a glance", "", "## The verdict per task", "",
+        about(command="python benchmarks/learning_curve.py --suite SUITE --task TASK ...   # per task: "
+                      "the commands on the curves page",
+              machine=machines(lines), budget="size1m, train ratio 512, batch 16 x 64, 4 envs, action repeat 2, "
+              "proprio inputs (`docs/learning_curves/tr512/budget_cpu.json`)",
+              seeds="per task and series: [Curves: train ratio 512](curves-tr512.md)",
+              shows=f"The target is met on {', '.join(met) or 'no task'} and not met on "
+                    f"{', '.join(not_met) or 'no task'}."),
+        body])
+
+
 # ------------------------------------------------------------------------------------------- rendering
 
 
