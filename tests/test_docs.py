@@ -47,7 +47,7 @@ def test_a_changed_json_line_makes_its_page_stale(tmp_path: Path) -> None:
     rec["score"] += 1000.0
     lines[i] = json.dumps(rec)
     curve.write_text("\n".join(lines) + "\n")
-    assert pages.stale(docs) == ["docs/experiments/curves-tr512.md", "README.md"]
+    assert pages.stale(docs) == ["docs/experiments/curves-tr512.md", "docs/experiments/targets.md", "README.md"]
     speed = docs / "wm_throughput_h100.jsonl"
     speed.write_text(speed.read_text().replace('"train_step_median_s": 0.028', '"train_step_median_s": 0.029', 1))
     assert "docs/experiments/speed.md" in pages.stale(docs)
