@@ -414,6 +414,68 @@ def speed(docs: Path) -> str:
     return "\n".join(out)
 
 
+# ----------------------------------------------------------------------------------------- quickstart
+
+
+@page("experiments/quickstart.md", ("quickstart/results.json",))
+def quickstart(docs: Path) -> str:
+    """MUSE's Table 1 at the quickstart's budget, MUSE and Dreamer-v3 side by side with the paper's values."""
+    d = json.loads((docs / "quickstart" / "results.json").read_text())
+    agents = d["agents"]
+    muse, dreamer = agents["muse"], agents["dreamer"]
+
+    def pct(x: float | None) -> str:
+        return "n/a (no quantile head)" if x is None else f"{x:.0%}"
+
+    def acc(a: dict[str, Any]) -> str:
+        return pct(a["sa_accuracy"]) + (f" ({a['sa_accuracy_note']})" if a.get("sa_accuracy_note") else "")
+
+    paper = d["paper"]
+    rows = [["Accuracy", acc(muse), acc(dreamer), pct(paper["muse"]["sa_accuracy"]),
+             pct(paper["dreamer"]["sa_accuracy"])],
+            ["Accuracy, sum psi > N/2 variant", pct(muse["sa_accuracy_n_half"]), pct(dreamer["sa_accuracy_n_half"]),
+             "", ""],
+            ["AUROC", f"{muse['sa_auroc']:.2f}", f"{dreamer['sa_auroc']:.2f}", f"{paper['muse']['sa_auroc']:.2f}",
+             f"{paper['dreamer']['sa_auroc']:.2f}"],
+            ["Quantile accuracy", pct(muse["sa_quantile_accuracy"]), pct(dreamer["sa_quantile_accuracy"]), "", ""],
+            ["Success rate (per episode, mean over tasks)", pct(muse["success_rate"]), pct(dreamer["success_rate"]),
+             "", ""],
+            ["Tasks solved (at least one success)"] + [f"{a['tasks_solved']}/{a['n_tasks']}" for a in
+                                                         (muse, dreamer, paper["muse"], paper["dreamer"])],
+            ["Mean time to completion (failures = L)", f"{muse['mean_time_to_success']:.2f}",
+             f"{dreamer['mean_time_to_success']:.2f}", "", ""],
+            ["Mean time to success (solved only)", f"{muse['mean_time_to_success_solved']:.2f}",
+             f"{dreamer['mean_time_to_success_solved']:.2f}", "", ""],
+            ["Episodes (tasks)"] + [f"{a['episodes']} ({a['n_tasks']})" for a in
+                                    (muse, dreamer, paper["muse"], paper["dreamer"])]]
+    tasks = [[t, pct(muse["tasks"][t]["success_rate"]), f"{muse['tasks'][t]['mean_steps']:.2f}",
+              pct(dreamer["tasks"][t]["success_rate"]), f"{dreamer['tasks'][t]['mean_steps']:.2f}"]
+             for t in muse["tasks"]]
+    solved = lambda a: round(a["success_rate"] * a["episodes"])  # noqa: E731
+    shows = (f"MUSE solves {solved(muse)} of its {muse['episodes']} adaptation episodes and Dreamer-v3 "
+             f"{solved(dreamer)} of {dreamer['episodes']}, with AUROC {muse['sa_auroc']:.2f} and "
+             f"{dreamer['sa_auroc']:.2f}: at 1/250 of the paper's budget the protocol runs end to end, and nothing "
+             "here separates the agents from each other.")
+    return "\n".join([
+        "# MUSE Table 1 at the quickstart's budget", "",
+        "What `bash scripts/quickstart.sh` printed (`runs/quickstart/table1.md`): MUSE and the Dreamer-v3 "
+        "baseline pre-trained with the same model, seed, envs and budget, then adapted to the same novel tasks. "
+        "How to read it, and why the setting is what it is: [Getting started](../getting-started.md).", "",
+        "## Table 1", "",
+        about(command=d["command"], machine=f"{d['machine']}; {d['wall_s']} s end to end, on {d['measured']}",
+              budget=d["budget"], seeds=f"{d['seed']} (one run per agent)", shows=shows,
+              data=f"`docs/quickstart/results.json` ({d['source']})"),
+        table(["Metric", muse["label"], dreamer["label"], "paper MUSE", "paper Dreamer-v3"], rows), "",
+        "## Per task", "",
+        about(command=d["command"], machine=d["machine"], budget=d["budget"], seeds=str(d["seed"]),
+              shows="Tasks with a success: " + "; ".join(
+                  f"{a['label']}: " + (", ".join(t for t, r in a["tasks"].items() if r["success_rate"] > 0) or "none")
+                  for a in (muse, dreamer)) + "."),
+        table(["Task", f"{muse['label']} success", f"{muse['label']} steps", f"{dreamer['label']} success",
+               f"{dreamer['label']} steps"], tasks), "",
+        "![quickstart ROC](../quickstart_roc_both.png)"])
+
+
 # ---------------------------------------------------------------------------------------- MUSE Table 1
 # The MUSE Table 1 page (`docs/table1/*.jsonl`) goes here: one `@page("experiments/table1.md",
 # ("table1/*.jsonl",))` function, as above. Until then `docs/experiments/table1.md` is a hand-written stub.
