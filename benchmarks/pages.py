@@ -529,11 +529,22 @@ def readme_results(docs: Path) -> str:
         text += ("; on 2 CPU cores, in the same run, the official's step takes "
                  + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({k})" for k, x in cpu.items())
                  + " this project's")
-    return text + ".\n"
+    text += ".\n"
+    q = docs / "quickstart" / "results.json"
+    if q.exists():
+        d = json.loads(q.read_text())
+        m, b, pm, pb = d["agents"]["muse"], d["agents"]["dreamer"], d["paper"]["muse"], d["paper"]["dreamer"]
+        text += (f"\nMUSE's Table 1 at the quickstart's budget ([page](docs/experiments/quickstart.md); MUSE / "
+                 f"Dreamer-v3, the paper's values in brackets): accuracy {m['sa_accuracy']:.0%} / "
+                 f"{b['sa_accuracy']:.0%} ({pm['sa_accuracy']:.0%} / {pb['sa_accuracy']:.0%}), AUROC "
+                 f"{m['sa_auroc']:.2f} / {b['sa_auroc']:.2f} ({pm['sa_auroc']:.2f} / {pb['sa_auroc']:.2f}), tasks "
+                 f"solved {m['tasks_solved']}/{m['n_tasks']} / {b['tasks_solved']}/{b['n_tasks']} "
+                 f"({pm['tasks_solved']}/{pm['n_tasks']} / {pb['tasks_solved']}/{pb['n_tasks']}).\n")
+    return text
 
 
-@page("experiments/targets.md",
-      ("learning_curves/tr512/*.jsonl", "wm_throughput_h100.jsonl", "official_speed_cpu.jsonl"))
+@page("experiments/targets.md", ("learning_curves/tr512/*.jsonl", "wm_throughput_h100.jsonl",
+                                 "official_speed_cpu.jsonl", "quickstart/results.json"))
 def targets(docs: Path) -> str:
     """The README's results block as a page of the site (its links made relative to docs/experiments/)."""
     body = readme_results(docs).replace("](docs/experiments/", "](")
