@@ -94,7 +94,7 @@ def fmt(x: Any, digits: int = 1) -> str:
 
 
 def kilo(steps: int) -> str:
-    return f"{steps / 1000:g}k" if steps >= 1000 else str(steps)
+    return f"{steps / 1000:.3g}k" if steps >= 1000 else str(steps)
 
 
 def table(header: list[str], rows: Iterable[list[Any]]) -> str:
@@ -215,6 +215,21 @@ def judged_sentence(j: dict[str, Any], key: str) -> str:
             f"{above[off['above_random']]} it.")
 
 
+def last_window_sentence(ours: list[dict[str, Any]], lines: list[dict[str, Any]], key: str) -> str:
+    """What this project's seeds reached at their last window, against the random policy: for unjudged files."""
+    last = max((int(x["env_steps"]) for x in ours if x.get(key) is not None), default=None)
+    if last is None:
+        return ""
+    vals = [x for x in ours if int(x["env_steps"]) == last and x.get(key) is not None]
+    d = 2 if key == "success_rate" else 1
+    text = (f"At {kilo(last)} agent steps its seed(s) {', '.join(str(x['seed']) for x in vals)} reach "
+            f"{', '.join(fmt(float(x[key]), d) for x in vals)}")
+    rand = next((x for x in lines if x.get("impl") == "random"), None)
+    if rand is not None and key == "score":
+        text += f"; the random policy's mean is {fmt(rand['score'])} and its best episode {fmt(rand.get('score_max'))}"
+    return text + "."
+
+
 def curve_section(path: Path, docs: Path, page_dir: Path) -> str:
     from benchmarks.learning_curve import default_network, judge_target, line_network, network_key
 
@@ -252,7 +267,8 @@ def curve_section(path: Path, docs: Path, page_dir: Path) -> str:
                 else:
                     cells.append(fmt(x.get(key)))
             rows.append([f"{series_label(k, default_net)}, seed {seed}"] + cells)
-    title = f"{suite} {task}"
+    extra = path.stem[len(f"{suite}_{task}"):].strip("_")
+    title = f"{suite} {task}" + (f" ({extra})" if extra else "")
     png = path.with_suffix(".png")
     out = [f"## {title}", ""]
     if png.exists():
@@ -263,7 +279,10 @@ def curve_section(path: Path, docs: Path, page_dir: Path) -> str:
     for net in nets:
         j = judge_target(lines, key=key, network=dict(net))
         tag = "" if net == default_net else " (" + ", ".join(f"`model.{k}={v}`" for k, v in net) + ")"
-        verdicts.append(f"This project{tag}: {judged_sentence(j, key)}")
+        sentence = judged_sentence(j, key)
+        if not j.get("judged"):
+            sentence += " " + last_window_sentence([x for x in ours if network_key(line_network(x)) == net], lines, key)
+        verdicts.append(f"This project{tag}: {sentence}")
     budgets = sorted({json.dumps(x["budget"], sort_keys=True) for x in lines if x.get("impl") == "muse_jax"})
     budget = "; ".join(", ".join(f"{k} {v}" for k, v in json.loads(b).items()) for b in budgets)
     seeds = "; ".join(f"{series_label(k, default_net)}: "
