@@ -248,7 +248,7 @@ def run_lines(run: Path, cfg: Any, args: argparse.Namespace, seed: int, where: s
 def network_of(cfg: Any) -> dict[str, Any]:
     """The model options of `cfg` that change which network a run trains, beyond its budget's size.
 
-    Why: `model.hidden_bias` became the default on 2026-11-26 (README "Does it learn?"); a curve file
+    Why: `model.hidden_bias` became the default on 2026-11-26 (docs/experiments/does-it-learn.md); a curve file
     holds runs of both networks, and a window of one must never be averaged with, or stand in for, a
     window of the other.
     """
@@ -468,12 +468,12 @@ def p_above_random(line: dict[str, Any], rand: dict[str, Any]) -> float:
 
 def judge_target(lines: Iterable[dict[str, Any]], key: str = "score", agent: str = "dreamer",
                  network: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Issue 20's target at the equal budget, from the lines of one task's file.
+    """The equal-budget learning target (this project keeps up with the official DreamerV3), from one task's lines.
 
     The final point is the largest `env_steps` at which every seed of both implementations has a value
     (`key`: score, or success_rate on Meta-World). Target: this project's mean there is at least the
     official mean minus the official seeds' spread (max - min), and both are clearly above the random
-    line. "Clearly above" is a choice the issue leaves open. For scores it is every seed's final value
+    line. "Clearly above" is a choice the target leaves open. For scores it is every seed's final value
     above the best random episode of the random line (`score_max`). For success rates a rate above the
     random rate is not evidence (3 of 8 against 3 of 10 would pass), so every seed's final window must beat
     the random line in a one-sided Fisher exact test on the success counts (successes of `episodes`

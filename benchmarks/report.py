@@ -1,9 +1,17 @@
-"""How every benchmark ends: its summary record appended to `--out` (if given) and printed as the last
-JSON line, so scripts and CI can read the last line of stdout."""
+"""How every benchmark ends, and the documentation pages made from what they wrote.
+
+`emit_record`: a benchmark's summary record appended to `--out` (if given) and printed as the last JSON line,
+so scripts and CI can read the last line of stdout.
+
+`python -m benchmarks.report docs [--check] [--list]`: regenerate the experiment pages under `docs/` and the
+results block of `README.md` from the committed JSON lines (`benchmarks/pages.py` holds the registry);
+`--check` writes nothing and exits 1 naming every page that is out of date with its data.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 
@@ -14,3 +22,35 @@ def emit_record(record: dict[str, Any], out: str | None) -> dict[str, Any]:
         append_jsonl(out, record)
     print(json.dumps(record), flush=True)
     return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    from muse_common.arg_parser import ArgumentParser
+
+    parser = ArgumentParser(prog="python -m benchmarks.report", description=__doc__.split("\n\n")[2])
+    sub = parser.add_subparsers(dest="command", required=True)
+    docs = sub.add_parser("docs", help="regenerate the experiment pages and the README's results block")
+    docs.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is out of date")
+    docs.add_argument("--list", action="store_true", help="list the generated pages and their data")
+    args = parser.parse_args(argv)
+
+    from benchmarks import pages
+
+    if args.list:
+        for p in pages.PAGES.values():
+            print(f"docs/{p.path}: {', '.join('docs/' + s for s in p.sources)} ({p.render.__name__})")
+        for name in pages.README_BLOCKS:
+            print(f"README.md <!-- generated:{name} -->")
+        return 0
+    if args.check:
+        bad = pages.stale()
+        for path in bad:
+            print(f"{path} is out of date with its data: run `python -m benchmarks.report docs`", file=sys.stderr)
+        return 1 if bad else 0
+    for path in pages.write():
+        print(f"updated {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

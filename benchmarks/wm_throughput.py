@@ -1,6 +1,6 @@
 """Throughput of the MUSE world model: jitted train step, policy step and self-regulation decision.
 
-Why: the issue sets a speed target against DreamerV3 (JAX) and r2dreamer (PyTorch) in one fixed
+Why: the project sets a speed target against DreamerV3 (JAX) and r2dreamer (PyTorch) in one fixed
 setting (24-dim vector observation, 6-dim action, batch 16 x 64, fp32). This script measures that
 setting, or any size/shape, the same way each time: compile once (timed), warm up, then time
 several repeats and take the median. FLOPs come from XLA's cost analysis of the compiled train step

@@ -131,7 +131,7 @@ def check_options(kind: str, name: str, options: Any) -> Any:
 
 
 def check_pair(env_name: str, agent_name: str) -> None:
-    """Refuse a registered agent on a registered env it does not run on (README's env/agent table)."""
+    """Refuse a registered agent on a registered env it does not run on (the env/agent table of docs/llm/index.md)."""
     if env_name in registry.ENVS and agent_name in registry.AGENTS:
         envs = registry.agent_envs(agent_name)
         if env_name not in envs:

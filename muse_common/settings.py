@@ -16,7 +16,7 @@ or `2` is an error, never silently false.
 
 Why not tyro or dacite now: both build dataclasses from dicts/argv, but neither keeps range rules
 beside a field, and neither produces the one-line errors (with a suggestion and the valid keys) the
-README documents and tests pin; dacite would also need a custom hook per type to refuse `"maybe"` for
+docs (docs/errors.md) document and tests pin; dacite would also need a custom hook per type to refuse `"maybe"` for
 a bool. The public surface here (`Settings.build`, `setting`, `Allowed`, `validate`, `field_docs`,
 `read_yaml_mapping`) is small and library-shaped, so the internals can be swapped later without
 touching callers.

@@ -87,7 +87,7 @@ class MLP(nnx.Module):
 
 
 def block_matmul(x_NxGI: jax.Array, kernel_GxIxO: jax.Array) -> jax.Array:
-    """Block-diagonal product: block g of the input [..., G*I] times kernel[g] [I, O] -> [..., G*O].
+    """Block-diagonal product: block g of the input `[..., G*I]` times `kernel[g]` `[I, O]` -> `[..., G*O]`.
 
     On XLA's CPU backend a batched `dot_general` whose batch axis sits between the rows and the
     features (`...gi,gio->...go`) is lowered with transposes around a slow loop, and the transposed

@@ -3,7 +3,7 @@
     python scripts/plot_runs.py runs/quickstart/muse runs/quickstart/dreamer --keys success_rate --out c.png
 
 Why: every `muse-wm pretrain` writes metrics.jsonl (and TensorBoard under tb/); this draws the same
-numbers without TensorBoard, e.g. the README's quickstart figure.
+numbers without TensorBoard, e.g. the quickstart figure of docs/getting-started.md.
 """
 
 from __future__ import annotations

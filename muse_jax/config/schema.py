@@ -89,7 +89,8 @@ class ModelConfig:
     (`nets.Linear(bias=True)`). The default since 2026-11-26; before, the layers had none (a departure,
     docs/official_comparison.md difference 8), and RMSNorm has no shift, so each layer was blind to the
     size of its input (the GRU's action embedding mapped a and a/4 to the same state). On reach-v3 the
-    biases alone closed this project's lag behind the official on both seeds run (README). Runs saved
+    biases alone closed this project's lag behind the official on both seeds run
+    (docs/experiments/does-it-learn.md). Runs saved
     without the key resume with it off (`KEYS_ADDED_WITH_OLD_BEHAVIOUR`); runs saved with it off are
     refused on resume unless `--set model.hidden_bias=false` is given. Conv layers keep no bias either way."""
 
@@ -210,7 +211,7 @@ class RegulationConfig:
     """H, the rollout horizon of Algorithm 1 (also used by rollouts and MCTS depth)."""
     beta: float = setting(0.02, number_at_least(0))
     """Step size of the gradient ascent on s = (h, z) (MUSE Algorithm 1: 0.02). Measured on the quickstart
-    model (benchmarks/regulation_effect.py, README "What Algorithm 1 does here"): no beta or reading beat the
+    model (benchmarks/regulation_effect.py, docs/self-regulation.md): no beta or reading beat the
     plain actor; up to 0.5 the ascent changes no outcome against beta = 0, and large in-place steps hurt.
     The defaults of this section are therefore Algorithm 1 as written."""
     num_rollouts: int = setting(16, integer_at_least(1))
@@ -307,14 +308,14 @@ class ReplayConfig:
     """Fill each pre-training batch first with the fresh chunks of newly finished episodes, each trained on
     once right after it arrives, then uniformly (dreamerv3 `replay.online: True`; `replay.py` states the
     departures: chunks are queued when their episode ends, within it). Off by default here: the figures
-    in the README were measured with uniform sampling. Adaptation always samples uniformly (its task
+    in docs/experiments were measured with uniform sampling. Adaptation always samples uniformly (its task
     replays start with the retained pre-training episodes, which are not fresh)."""
     unfinished: bool = False
     """Pre-training also samples the envs' unfinished episodes so far, and training starts once replay holds
     B * T chunk starts (dreamerv3's replay holds every step as it arrives and its `Ratio` starts at
     `len(replay) >= batch_size * batch_length` items: ~1.3k agent steps on DMC with 4 envs, where waiting for
     finished episodes starts at 2k). Dreamer only: an unfinished episode's outcome, and so its competence
-    labels, is unknown. Off by default: the figures in the README were measured without it."""
+    labels, is unknown. Off by default: the figures in docs/experiments were measured without it."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ h <- f(s, a); s <- s + beta * grad_s sum_i psi_i(s). Then a_t ~ pi(s) and h_{t+1
 (relaxed, continuous) one-hot of the start state and moves only through the gradient step.
 
 Choices the paper leaves open, each a `regulation.*` field. The defaults are the algorithm as written:
-`benchmarks/regulation_effect.py` (README "What Algorithm 1 does here") found no reading that beats the
+`benchmarks/regulation_effect.py` (docs/self-regulation.md) found no reading that beats the
 plain actor on the quickstart model (48 paired episodes per arm): at beta <= 0.5 the ascent moves the
 action by <= 0.002 and changes no episode's outcome against beta = 0; the actor-vs-MUSE difference comes
 from the start state (prior z, H steps ahead), not the gradient; large in-place steps lower success.

@@ -12,7 +12,7 @@ import pytest
 from fault_helpers import cli, no_traceback
 
 CLI_SETS = [
-    # (override, words the message must contain); each costs one CLI start, so only the four
+    # (override, words the message must contain); each costs one CLI start, so only four
     ("model.no_such_key=3", ["model.no_such_key"]),
     ("regulation.horizon=-3", ["regulation.horizon", "-3", ">= 1"]),
     ("regulation.beta=nan", ["regulation.beta", "finite"]),

@@ -241,11 +241,11 @@ def test_llm_agent_on_env_it_does_not_run_on_is_refused(tmp_path: Path) -> None:
 
 
 def test_readme_lists_every_supported_agent_env_pair() -> None:
-    """An agent the registry lets run on an env is listed for it in the README's env table."""
+    """An agent the registry lets run on an env is listed for it in the env table of the LLM agents' page."""
     from llm_side import registry
 
     rows = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in (ROOT / "docs" / "llm" / "index.md").read_text().splitlines():
         cells = [c.strip() for c in line.split("|")]
         if len(cells) == 5 and cells[1].strip("`") in registry.ENVS:
             rows[cells[1].strip("`")] = cells[3]

@@ -228,7 +228,8 @@ def test_hidden_bias_adds_dreamerv3s_biases_and_they_train(make_config, make_bat
 
 
 def test_without_hidden_biases_the_dynamics_cannot_see_how_large_an_action_is():
-    """Why difference 8 matters (reach-v3, README): with no bias before RMSNorm, which has no shift, a
+    """Why difference 8 matters (reach-v3, docs/experiments/does-it-learn.md): with no bias before RMSNorm,
+    which has no shift, a
     hidden layer's output is invariant to a positive scaling of its input, so the GRU's action embedding
     maps a and a/4 to the same next state: the world model sees only an action's direction. A trained
     bias breaks that (dreamerv3's `dynin2` has one, zero at init, which is why the runs part only after
