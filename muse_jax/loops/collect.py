@@ -202,7 +202,8 @@ def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dic
                    ) -> dict[str, Any]:
     """One episodes.jsonl line: outcome, step-wise self-awareness signal, and the sequencing counters.
 
-    The record's `time_to_success` (a field of docs/world-model/index.md) is the episode's first-success step, -1 if none.
+    The record's `time_to_success` (a field of docs/world-model/index.md) is the episode's first-success
+    step, -1 if none.
     MUSE's `signal` is the competence sum (with `psi1` and `quantile`), Dreamer's the critic value over the
     return scale (with the raw `value`); adaptation and pre-training (its `sa/*` metrics) both write these."""
     if agent == "muse":

@@ -86,6 +86,17 @@ def test_metrics_lines_are_finite_and_in_range(run):
         assert x["env_steps_per_s"] > 0
         if "success_rate" in x:
             assert 0.0 <= x["success_rate"] <= 1.0
+    # self-awareness on the agent's own recent episodes is logged once episodes have finished
+    with_sa = [x for x in lines if "sa/episodes" in x]
+    assert with_sa, "no sa/* metrics in metrics.jsonl"
+    for x in with_sa:
+        assert 1 <= x["sa/episodes"] <= 64 and 0 <= x["sa/successes"] <= x["sa/episodes"]
+        assert x["sa/outcome_classes"] in (1.0, 2.0)
+        assert x["sa/accuracy"] is None or 0.0 <= x["sa/accuracy"] <= 1.0
+        assert 0.0 <= x["sa/quantile_accuracy"] <= 1.0
+        if x["sa/outcome_classes"] == 1.0:
+            assert x["sa/auroc"] is None  # undefined with one outcome class, never a made-up number
+        assert any(k.startswith("sa/auroc/") for k in x)  # per task
 
 
 def check_sequential(records: list[dict], cfg, episodes: int) -> None:
@@ -129,7 +140,10 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
     r_ = cfg.replay
     assert meta["env_steps"] == sum(x["length"] for x in records if x["task"] == tasks[0])
     assert meta["train_steps"] == train_steps_due(meta["env_steps"], cfg.adapt.train_ratio, r_.batch_size, r_.seq_len)
-    assert [x["step"] for x in read_jsonl(out / "metrics.jsonl")] == sorted({x["train_step_end"] for x in records})
+    adapt_lines = list(read_jsonl(out / "metrics.jsonl"))
+    assert [x["step"] for x in adapt_lines] == sorted({x["train_step_end"] for x in records})
+    assert [x["episode_index"] for x in adapt_lines] == [0, 1, 2]  # self-awareness per adaptation episode
+    assert [x["sa/episodes"] for x in adapt_lines] == [2.0, 4.0, 6.0]
     L = cfg.env.max_episode_steps
     for r in records:
         assert len(r["signal"]) == L + 1 and len(r["quantile"]) == L + 1 and len(r["psi1"]) == L + 1
@@ -148,6 +162,9 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
     assert saved["sa_accuracy_rule"] == "psi_1 > 1/2" and 0.0 <= saved["sa_accuracy_n_half"] <= 1.0
     assert saved["regulation_state_change"] > 0 and saved["regulation_action_change"] >= 0  # Algorithm 1 ran
     assert saved["sa_auroc"] is None or 0.0 <= saved["sa_auroc"] <= 1.0
+    assert [h["half"] for h in saved["sa_by_episode_index"]] == ["early", "late"]
+    assert [h["episodes"] for h in saved["sa_by_episode_index"]] == [2, 4]  # episodes 0 | 1-2 of each task
+    assert saved["regulation_grad_norm"] >= 0 and 0 <= saved["regulation_actor_mean_abs"] <= 1
     for name in ("roc.png", "time_to_success.png", "table.md", "quantiles.png"):
         assert (out / name).stat().st_size > 0
     # a finished run restarted does nothing more

@@ -1,0 +1,171 @@
+"""MUSE Table 1 over seeds: committed runs in, the table with 95% intervals and paired tests out.
+
+Why: one run of 20 episodes per task cannot tell MUSE from Dreamer-v3; a claim needs seeds, intervals
+and a paired comparison. `add` turns the run folders of one seed (`benchmarks/gpu_table1.sh` or
+`muse-wm pretrain` + `adapt` by hand) into one JSON line per agent in a committed file; the docs page
+`experiments/table1.md` is generated from those lines (`benchmarks/pages.py`).
+
+- Intervals: a two-level bootstrap (resample seeds, then episodes within each seed), 2000 draws, seeded,
+  so a page renders the same from the same lines. Self-awareness is scored per step, pooled over the
+  resampled episodes, as `muse_jax.evaluate` does for one run.
+- In distribution: the last pre-training window's `sa/*` (the agent's own most recent episodes on the
+  pre-training tasks, `train.sa_window`), beside the novel-task figures.
+- MUSE vs Dreamer-v3, paired by (seed, task, episode index): an exact McNemar test on successes and a
+  paired bootstrap interval of the AUROC difference.
+- An incomplete run (a time limit stopped adaptation) is kept and marked: its episodes count, the page
+  says how many of the planned ones exist.
+
+    python -m benchmarks.table1 add runs/seed0 --config small --device "NVIDIA H200" --seed 0 \\
+        --out docs/table1/small.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+DRAWS = 2000
+RECORD_FIELDS = ("task", "episode", "success", "time_to_success", "length", "signal", "psi1", "quantile", "value")
+"""What a committed line keeps of each adaptation record (the per-step signals, not the regulation sizes)."""
+
+
+def _auroc(scores: np.ndarray, labels: np.ndarray) -> float:
+    from muse_common.metrics import auroc
+
+    return auroc(scores, labels)
+
+
+def step_arrays(episodes: Sequence[dict[str, Any]], key: str = "signal") -> tuple[np.ndarray, np.ndarray]:
+    """(per-step scores, per-step outcome labels) pooled over episodes."""
+    if not episodes:
+        return np.zeros(0), np.zeros(0, bool)
+    s = np.concatenate([np.asarray(e[key], float) for e in episodes])
+    y = np.concatenate([np.full(len(e[key]), bool(e["success"])) for e in episodes])
+    return s, y
+
+
+def figures(agent: str, episodes: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Success rate, AUROC and accuracy (MUSE psi_1 > 1/2; Dreamer value > median) of pooled episodes."""
+    from muse_common.metrics import accuracy, median_threshold
+
+    out = {"success_rate": float(np.mean([bool(e["success"]) for e in episodes])) if episodes else math.nan}
+    s, y = step_arrays(episodes)
+    out["auroc"] = _auroc(s, y)
+    if agent == "muse" and episodes and all("psi1" in e for e in episodes):
+        p, y1 = step_arrays(episodes, "psi1")
+        out["accuracy"] = accuracy(p, y1, 0.5)
+    else:
+        out["accuracy"] = accuracy(s, y, median_threshold(s)) if s.size else math.nan
+    return out
+
+
+def bootstrap(agent: str, by_seed: Sequence[Sequence[dict[str, Any]]], draws: int = DRAWS, seed: int = 0,
+              ) -> dict[str, tuple[float, float]]:
+    """95% percentile intervals of `figures` by resampling seeds, then episodes within each seed."""
+    rng = np.random.default_rng(seed)
+    samples: dict[str, list[float]] = {}
+    seeds = [list(s) for s in by_seed if s]
+    if not seeds:
+        return {}
+    for _ in range(draws):
+        picked = [seeds[i] for i in rng.integers(0, len(seeds), len(seeds))]
+        eps = [e for s in picked for e in (s[j] for j in rng.integers(0, len(s), len(s)))]
+        for k, v in figures(agent, eps).items():
+            samples.setdefault(k, []).append(v)
+    out = {}
+    for k, vals in samples.items():
+        v = np.asarray(vals, float)
+        v = v[np.isfinite(v)]
+        out[k] = (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) if v.size >= draws // 2 else (
+            math.nan, math.nan)
+    return out
+
+
+def paired(muse: Sequence[dict[str, Any]], dreamer: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
+    """MUSE vs Dreamer-v3 on the episodes both have ((seed, task, episode) keys): McNemar on successes and a
+    bootstrap interval of the AUROC difference (MUSE minus Dreamer) over the paired episodes."""
+    from scipy import stats
+
+    key = lambda e: (e.get("seed"), e["task"], e["episode"])
+    d = {key(e): e for e in dreamer}
+    pairs = [(m, d[key(m)]) for m in muse if key(m) in d]
+    if not pairs:
+        return {"pairs": 0}
+    a = np.array([bool(m["success"]) for m, _ in pairs])
+    b = np.array([bool(x["success"]) for _, x in pairs])
+    only_m, only_d = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    p = float(stats.binomtest(only_m, only_m + only_d, 0.5).pvalue) if only_m + only_d else 1.0
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(DRAWS):
+        idx = rng.integers(0, len(pairs), len(pairs))
+        m_eps, d_eps = [pairs[i][0] for i in idx], [pairs[i][1] for i in idx]
+        diffs.append(_auroc(*step_arrays(m_eps)) - _auroc(*step_arrays(d_eps)))
+    v = np.asarray(diffs)
+    v = v[np.isfinite(v)]
+    ci = (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) if v.size >= DRAWS // 2 else (
+        math.nan, math.nan)
+    return {"pairs": len(pairs), "muse_only": only_m, "dreamer_only": only_d, "mcnemar_p": p,
+            "auroc_difference_ci95": ci}
+
+
+def compact(record: dict[str, Any], seed: int) -> dict[str, Any]:
+    """An adaptation record as a committed line keeps it."""
+    return {"seed": seed, **{k: record[k] for k in RECORD_FIELDS if k in record}}
+
+
+def run_line(run: Path, agent: str, *, config: str, device: str, seed: int, commit: str,
+             planned: int | None) -> dict[str, Any]:
+    """One agent's committed line from its pretrain folder (`metrics.jsonl`) and its `adapt/episodes.jsonl`."""
+    from muse_common.files import read_jsonl
+
+    metrics = list(read_jsonl(run / "metrics.jsonl", ("step",)))
+    last = metrics[-1] if metrics else {}
+    sa = {k.removeprefix("sa/"): v for k, v in last.items() if k.startswith("sa/")}
+    windows = [{"step": m["step"], "success_rate": m.get("success_rate"), "sa_auroc": m.get("sa/auroc"),
+                "sa_successes": m.get("sa/successes")} for m in metrics if "success_rate" in m]
+    records = list(read_jsonl(run / "adapt" / "episodes.jsonl", ("task", "episode", "success")))
+    return {"table1": config, "agent": agent, "seed": seed, "device": device, "commit": commit,
+            "pretrain": {"env_steps": last.get("env_steps"), "train_steps": last.get("train_steps"),
+                         "episodes": last.get("episodes"), "sa_last_window": sa, "windows": windows},
+            "adapt_episodes_planned": planned, "adapt_episodes": len(records),
+            "episodes": [compact(r, seed) for r in records]}
+
+
+def main() -> None:
+    import subprocess
+
+    from muse_common.arg_parser import ArgumentParser
+    from muse_common.files import append_jsonl
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    add = sub.add_parser("add", help="append one seed's MUSE and Dreamer lines from its run folders")
+    add.add_argument("runs", help="folder with muse/ and dreamer/ pretrain run folders (each with adapt/)")
+    add.add_argument("--config", required=True)
+    add.add_argument("--device", required=True, help="the machine, in words")
+    add.add_argument("--seed", type=int, required=True)
+    add.add_argument("--planned", type=int, default=None, help="adaptation episodes the run was to collect")
+    add.add_argument("--commit", default=None, help="the code that ran (default: this checkout's HEAD)")
+    add.add_argument("--out", required=True)
+    args = p.parse_args()
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                           text=True, check=False).stdout.strip()
+    for agent in ("muse", "dreamer"):
+        line = run_line(Path(args.runs) / agent, agent, config=args.config, device=args.device, seed=args.seed,
+                        commit=commit, planned=args.planned)
+        append_jsonl(args.out, line)
+        print(json.dumps({k: line[k] for k in ("agent", "seed", "adapt_episodes")}))
+
+
+if __name__ == "__main__":
+    main()

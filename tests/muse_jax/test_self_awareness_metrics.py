@@ -1,0 +1,81 @@
+"""Self-awareness as a training signal (metrics.jsonl `sa/*`) and Table 1 over seeds (benchmarks/table1.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from benchmarks import table1 as T
+from muse_jax import evaluate
+
+
+def _ep(task: str, i: int, success: bool, level: float, steps: int = 10, seed: int = 0) -> dict:
+    """A MUSE record whose competence and psi_1 sit at `level` (0..1) for every step."""
+    return {"seed": seed, "task": task, "episode": i, "success": success, "time_to_success": 3 if success else -1,
+            "length": steps, "signal": [5 * level] * steps, "psi1": [level] * steps,
+            "quantile": [5 if level > 0.5 else 0] * steps, "value": [level] * steps}
+
+
+def test_a_perfect_predictor_scores_one_and_one_class_is_undefined():
+    eps = [_ep("a", 0, True, 0.9), _ep("a", 1, False, 0.1), _ep("b", 0, True, 0.8), _ep("b", 1, False, 0.2)]
+    m = evaluate.self_awareness("muse", eps, n_quantiles=5, max_steps=10)
+    assert m["sa/auroc"] == 1.0 and m["sa/accuracy"] == 1.0
+    assert m["sa/episodes"] == 4 and m["sa/successes"] == 2 and m["sa/outcome_classes"] == 2
+    assert m["sa/auroc/a"] == 1.0 and m["sa/auroc/b"] == 1.0
+    inverted = [dict(e, psi1=[1 - e["psi1"][0]] * 10, signal=[5 - e["signal"][0]] * 10) for e in eps]
+    m = evaluate.self_awareness("muse", inverted, 5, 10)
+    assert m["sa/auroc"] == 0.0 and m["sa/accuracy"] == 0.0
+    failed = [_ep("a", i, False, 0.3) for i in range(3)]
+    m = evaluate.self_awareness("muse", failed, 5, 10)
+    assert m["sa/auroc"] is None and m["sa/outcome_classes"] == 1  # never a number made up
+    assert evaluate.self_awareness("muse", [], 5, 10) == {}
+
+
+def test_dreamer_reports_the_raw_value_beside_the_normalised_signal():
+    eps = [_ep("a", 0, True, 0.9), _ep("a", 1, False, 0.1)]
+    for e, raw in zip(eps, ([0.0] * 10, [1.0] * 10), strict=True):
+        e["value"] = raw  # the raw value ranks the other way round
+    m = evaluate.self_awareness("dreamer", eps, 5, 10)
+    assert m["sa/auroc"] == 1.0 and m["sa/auroc_raw_value"] == 0.0
+    assert "sa/quantile_accuracy" not in m
+
+
+def test_results_split_self_awareness_into_early_and_late_episodes():
+    eps = [_ep("a", i, i >= 2, 0.9 if i >= 2 else 0.1) for i in range(4)]
+    halves = evaluate.by_episode_index("muse", eps, 5, 10)
+    assert [(h["half"], h["episode_index"], h["episodes"]) for h in halves] == [("early", [0, 1], 2),
+                                                                              ("late", [2, 3], 2)]
+    assert halves[0]["success_rate"] == 0.0 and halves[1]["success_rate"] == 1.0
+
+
+def test_table1_intervals_cover_the_point_and_pairs_match_by_seed_task_episode():
+    rng = np.random.default_rng(0)
+    seeds = [[_ep("a", i, bool(rng.random() < 0.5), float(rng.random()), seed=s) for i in range(20)]
+             for s in range(3)]
+    f = T.figures("muse", [e for s in seeds for e in s])
+    ci = T.bootstrap("muse", seeds, draws=300)
+    for k in ("success_rate", "auroc", "accuracy"):
+        lo, hi = ci[k]
+        assert lo <= f[k] <= hi and hi - lo > 0.01, k  # random predictions: a wide interval around ~0.5
+    assert ci["auroc"][0] < 0.5 < ci["auroc"][1]
+    muse = [e for s in seeds for e in s]
+    dreamer = [dict(e, success=not e["success"]) for e in muse[:30]]  # flipped outcomes, 30 shared keys
+    p = T.paired(muse, dreamer)
+    assert p["pairs"] == 30 and p["muse_only"] + p["dreamer_only"] == 30
+    assert not math.isnan(p["mcnemar_p"])
+
+
+def test_table1_line_keeps_what_the_page_needs(tmp_path):
+    import json
+
+    run = tmp_path / "muse"
+    (run / "adapt").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 10, "env_steps": 10, "train_steps": 4, "episodes": 2,
+                                                   "success_rate": 0.5, "sa/auroc": 0.7, "sa/episodes": 2.0}) + "\n")
+    (run / "adapt" / "episodes.jsonl").write_text(json.dumps({**_ep("a", 0, True, 0.9), "regulation_grad_norm": [1.0]})
+                                                  + "\n")
+    line = T.run_line(run, "muse", config="small", device="cpu", seed=3, commit="abc", planned=2)
+    assert line["pretrain"]["sa_last_window"] == {"auroc": 0.7, "episodes": 2.0}
+    assert line["adapt_episodes"] == 1 and line["adapt_episodes_planned"] == 2
+    assert line["episodes"][0]["seed"] == 3 and "regulation_grad_norm" not in line["episodes"][0]
