@@ -321,64 +321,90 @@ for _folder, _name in (("learning_curves/tr512", "curves-tr512"), ("learning_cur
 # ------------------------------------------------------------------------------------ regulation effect
 
 REGULATION_RUNS = {
-    "regulation_effect_quickstart_hb.json": "The quickstart's MUSE checkpoint with the hidden-layer biases "
-                                            "(the default network)",
-    "regulation_effect_quickstart.json": "The quickstart's MUSE checkpoint without the hidden-layer biases "
-                                         "(`model.hidden_bias=false`)",
+    "regulation_effect_quickstart_closed.json": "The quickstart's MUSE checkpoint, closed loop (the default)",
+    "regulation_effect_small_h200.json": "The small config's MUSE checkpoint on a GPU, closed loop (stopped early)",
+    "regulation_effect_quickstart_hb.json": "Before the closed-loop fix: the quickstart's MUSE checkpoint with the "
+                                            "hidden-layer biases, regulated arms open loop",
+    "regulation_effect_quickstart.json": "Before the closed-loop fix: the quickstart's MUSE checkpoint without the "
+                                         "hidden-layer biases, regulated arms open loop",
 }
+"""The records the page shows, newest first. Records with `carry_regulated_state` true and z from the prior were
+measured when that pair was the default: their regulated arms never saw an observation (open loop), only the
+plain actor acted closed loop."""
+
+
+def _pair(v: dict[str, Any] | None) -> str:
+    return f"{v['only_this']}/{v['only_other']}, p={v['p']:.2f}" if v else ""
 
 
 @page("experiments/regulation-effect.md", ("regulation_effect_*.json",))
 def regulation_effect(docs: Path) -> str:
-    out = ["# What Algorithm 1 changes: the regulation effect", "",
-           "Every arm acts closed loop with the same pre-trained weights (nothing trains during the benchmark) "
-           "on the quickstart's two novel tasks; episode i of every arm has the same object and goal positions "
-           "and the same JAX key stream. Success with exact (Clopper-Pearson) 95% intervals; McNemar exact "
-           "tests on the paired episodes (pairs \"only this / only the other\", two-sided p); mean per-step "
-           "effect sizes: `state change` = |s - s_t| against the posterior the plain actor acts from, "
-           "`action change` = |a_t - a_plain|, `ascent` = the same against the identical loop with beta = 0. "
-           "The reading of each choice is on [Self-awareness and self-regulation](../self-regulation.md).", ""]
+    out = ["# What self-regulation changes: the regulation effect", "",
+           "Each arm acts with the same pre-trained weights (nothing trains during the benchmark) on novel tasks; "
+           "episode i of every arm has the same object and goal positions and the same JAX key stream. Success "
+           "with exact (Clopper-Pearson) 95% intervals; McNemar exact tests on the paired episodes (pairs \"only "
+           "this / only the other\", two-sided p) against the plain actor's sample (`plain`) and against its mean "
+           "action without exploration noise (`mean`): a gain that `mean` also has is de-noising, not competence "
+           "steering. Mean per-step effect sizes: `state change` = |s - s_t| against the posterior the plain actor "
+           "acts from, `action change` = |a_t - a_plain|, `ascent` = the same against the identical loop with "
+           "beta = 0; and why the ascent moves the action as much as it does: |grad| of the competence at the "
+           "ascended state, the actor's sensitivity there (|d mean / d feature|) and its tanh saturation "
+           "(mean |mean action|, 1 = saturated). The reading of each choice is on "
+           "[Self-awareness and self-regulation](../self-regulation.md).", ""]
     for name, caption in REGULATION_RUNS.items():
+        if not (docs / name).exists():
+            continue
         d = json.loads((docs / name).read_text())
         arms = d["arms"]
         plain = arms["plain"]
+        open_loop = d["carry_regulated_state"] and d["z_source"] == "prior"
         best = max(arms.items(), key=lambda kv: kv[1]["successes"])
         pvals = [a["vs_plain"]["p"] for a in arms.values() if "vs_plain" in a]
         beta = arms.get("forward/beta=0.02", {})
-        shows = (f"The plain actor solves {plain['successes']}/{plain['episodes']} episodes; Algorithm 1 as written "
-                 f"(forward, beta 0.02) {beta.get('successes', '-')}/{beta.get('episodes', '-')}, with "
-                 f"{beta.get('vs_beta0', {}).get('only_this', 0) + beta.get('vs_beta0', {}).get('only_other', 0)} "
-                 f"episodes changed by the gradient itself; the best arm ({best[0]}, {best[1]['successes']}) "
-                 f"differs from the actor with p = {fmt(min(pvals), 2)} at best.")
+        shows = f"The plain actor solves {plain['successes']}/{plain['episodes']} episodes"
+        if "mean" in arms:
+            shows += f", its mean action {arms['mean']['successes']}/{arms['mean']['episodes']}"
+        if beta:
+            shows += (f"; Algorithm 1 as written (forward, beta 0.02) {beta['successes']}/{beta['episodes']}, with "
+                      f"{beta.get('vs_beta0', {}).get('only_this', 0) + beta.get('vs_beta0', {}).get('only_other', 0)}"
+                      " episodes changed by the gradient itself")
+        if pvals:
+            shows += f"; the best arm ({best[0]}, {best[1]['successes']}) differs from the actor with p = " \
+                     f"{fmt(min(pvals), 2)} at best"
+        shows += "." + (" The regulated arms acted open loop (no observation reached them)." if open_loop else "")
+        if d.get("stopped"):
+            shows += f" Stopped {d['stopped']}."
         per = ", ".join(d["tasks"])
+        loop = "open loop (carried state, prior z)" if open_loop else "closed loop"
+        secs = f"; {fmt(d['seconds'], 0)} s in all" if d.get("seconds") else ""
         out += [f"## {caption}", "",
-                about(command=f"python benchmarks/regulation_effect.py --checkpoint {d['checkpoint']} "
+                about(command=f"python benchmarks/regulation_effect.py --checkpoint {d['checkpoint'].split(' ')[0]} "
                               f"--episodes {d['episodes_per_task']} --seed {d['seed']}",
-                      machine="2 shared CPU cores", seeds=f"episode seed {d['seed']}, paired over arms",
+                      machine=d.get("machine", "2 shared CPU cores"),
+                      seeds=f"episode seed {d['seed']}, paired over arms",
                       budget=f"{d['episodes_per_task']} episodes per task x {len(d['tasks'])} tasks ({per}), "
                              f"{d['agent_steps_per_episode']} agent steps per episode, horizon H = {d['horizon']}, "
-                             f"z from the {d['z_source']}, carry {str(d['carry_regulated_state']).lower()}; "
-                             f"{fmt(d['seconds'], 0)} s in all",
+                             f"z from the {d['z_source']}, {loop}{secs}",
                       shows=shows, data=f"`docs/{name}`")]
         rows = []
         for arm, a in arms.items():
             ci = a.get("ci95") or [math.nan, math.nan]
-            vs = a.get("vs_plain")
-            v0 = a.get("vs_beta0")
             rows.append([
                 arm, f"{a['successes']} ({a['success_rate']:.0%})", f"{ci[0]:.0%}-{ci[1]:.0%}",
                 ", ".join(f"{t.removesuffix('-v3')} {n}" for t, n in a["per_task"].items()),
-                f"{vs['only_this']}/{vs['only_other']}, p={vs['p']:.2f}" if vs else "",
-                f"{v0['only_this']}/{v0['only_other']}, p={v0['p']:.2f}" if v0 else "",
+                _pair(a.get("vs_plain")), _pair(a.get("vs_mean")), _pair(a.get("vs_beta0")),
                 fmt(a.get("regulation_state_change"), 3), fmt(a.get("regulation_action_change"), 4),
                 (f"{fmt(a.get('regulation_ascent_state_change'), 3)} / "
                  f"{fmt(a.get('regulation_ascent_action_change'), 4)}")
                 if "regulation_ascent_state_change" in a else "",
+                (f"{fmt(a.get('regulation_grad_norm'), 3)} / {fmt(a.get('regulation_actor_jacobian_norm'), 3)} / "
+                 f"{fmt(a.get('regulation_actor_mean_abs'), 2)}") if "regulation_grad_norm" in a else "",
                 f"{fmt(a.get('competence'), 4)} / {fmt(a.get('regulated_competence'), 4)}",
             ])
         out.append(table(["arm", f"successes / {plain['episodes']}", "95% CI", "per task",
-                          "vs plain (only this / only plain)", "vs beta=0, same reading", "state change",
-                          "action change", "ascent: state / action", "competence (honest / regulated)"], rows))
+                          "vs plain (only this / only plain)", "vs mean", "vs beta=0, same reading", "state change",
+                          "action change", "ascent: state / action", "|grad| / actor sensitivity / mean abs action",
+                          "competence (honest / regulated)"], rows))
     return "\n".join(out)
 
 

@@ -153,7 +153,10 @@ def main() -> None:
         if "/" in name and name != zero and zero in results:
             row["vs_beta0"] = mcnemar_exact(s, results[zero]["success"])
         rows[name] = row
+    import os
+
     emit_record({"benchmark": "regulation_effect", "checkpoint": str(args.checkpoint), "tasks": tasks,
+                 "machine": f"{jax.devices()[0].device_kind} ({jax.default_backend()}, {os.cpu_count()} CPU cores)",
                  "episodes_per_task": args.episodes, "seed": args.seed, "horizon": base.cfg.regulation.horizon,
                  "z_source": base.cfg.replace(extra).regulation.z_source,
                  "carry_regulated_state": base.cfg.regulation.carry_regulated_state,

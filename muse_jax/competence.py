@@ -3,6 +3,13 @@
 With k steps left until success and episode length L, component i (1..N) is 1 iff k <= (N+1-i)·L/N.
 Success within the first quantile gives all ones, success in the last quantile only the first
 component, failure (k = -1) all zeros. Competence = sum of the N predicted probabilities (0..N).
+
+Reading (MUSE §3.1.1 leaves it open): k counts the steps LEFT from the current step to the first success
+("time-to-success" from where the agent stands), so every step of a solved episode gets its own quantile
+class and the labels tighten as the success nears. The other reading takes the quantile of the success
+time measured from the episode START, the same label at every step of an episode. psi_1 ("succeeds within
+the time limit") is identical under both, so Table 1's accuracy is too; psi_2..psi_N, the competence sum's
+AUROC and the quantile accuracy differ. The other reading is not implemented (its effect is not measured).
 """
 
 from __future__ import annotations
