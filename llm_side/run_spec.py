@@ -11,7 +11,6 @@ one; a bad integer; an agent on an env it does not run on), and every run folder
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 import random
@@ -51,7 +50,7 @@ class RunSpec:
     """What one run is: the env and its options, the agent and its options, the model, the task
     selection, the episodes per task, the step limit and the seed. `env_opt` / `agent_opt` are the
     options as given (what run.json stores); `env_options` / `agent_options` the checked `Options`
-    built from them (the mapping itself for a `module:factory` plugin)."""
+    built from them (the mapping itself for a registered third-party plugin)."""
 
     env: str
     agent: str
@@ -99,13 +98,8 @@ def _not_importable(kind: str, name: str, exc: ImportError) -> UsageError:
 
 
 def resolve(kind: str, name: str) -> Callable[..., Any]:
-    """Registry name or `module:attr` path -> factory."""
-    if ":" in name:
-        module, attr = name.split(":", 1)
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise UsageError(f"cannot load {kind} '{name}': {exc}") from None
+    """Registry name (built in, or a plugin registered under the entry-point group `muse_llm.envs` /
+    `muse_llm.agents`) -> factory. Nothing else is imported: a `module:factory` path is refused in one line."""
     try:
         return registry.env_factory(name) if kind == "env" else registry.agent_factory(name)
     except ValueError as exc:
@@ -116,8 +110,8 @@ def resolve(kind: str, name: str) -> Callable[..., Any]:
 
 def check_options(kind: str, name: str, options: Any) -> Any:
     """A registered env's or agent's `Options` built from `--env-opt`/`--agent-opt` values (and the settings
-    file's `env_opt`/`agent_opt`), or a UsageError naming the option and what it allows; a `module:factory`
-    plugin gets the mapping as given."""
+    file's `env_opt`/`agent_opt`), or a UsageError naming the option and what it allows; a registered
+    third-party plugin gets the mapping as given."""
     table = registry.ENV_OPTIONS if kind == "env" else registry.AGENT_OPTIONS
     if name not in table:
         return options
