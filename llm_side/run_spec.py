@@ -272,12 +272,40 @@ def read_run_file(path: Path, fix: str) -> dict[str, Any]:
     return info
 
 
+def model_identity(spec: Any) -> Any:
+    """What of a model spec a resume must keep: the model. The endpoint of a served model (`openai:URL:MODEL`)
+    may change between a run and its resume (the server moved, or the stop line said to fix the URL), so
+    `openai:http://a/v1:qwen` and `openai:http://b/v1:qwen` are the same model; any other spec is compared whole."""
+    if isinstance(spec, str) and spec.startswith("openai:"):
+        url, sep, model = spec.removeprefix("openai:").rpartition(":")
+        if sep and url:
+            return ("openai", model)
+    return spec
+
+
+RESUME_MAY_CHANGE = ("the server URL of an openai:URL:MODEL model (not the model)", "the command line (argv)",
+                     "MUSE_LLM_HTTP_* client settings")
+"""What a resume may change (docs/reliability.md); every other key of run.json must match."""
+
+
 def check_resume(run_file: Path, settings: dict[str, Any]) -> None:
     """A run folder is resumed only with the settings its run.json names (as `muse-wm` does): a resume
-    with another model, seed, step limit, task list or option would mix two runs under one run.json."""
+    with another model, seed, step limit, task list or option would mix two runs under one run.json. The
+    endpoint of a served model may change (`model_identity`); a new one is said in one line and kept in
+    run.json's `endpoints`, so the records stay traceable."""
     old = read_run_file(run_file, "delete it to resume with the settings given, or pass a different --out folder")
     now = json.loads(json.dumps(settings))  # as run.json stores them (tuples as lists)
-    differ = [k for k in now if old.get(k) != now[k]]
+    same = {"model": model_identity}
+    differ = [k for k in now if same.get(k, lambda v: v)(old.get(k)) != same.get(k, lambda v: v)(now[k])]
+    if not differ and old.get("model") != now.get("model"):
+        from muse_common.files import atomic_write_json
+
+        print(f"muse-llm: resuming {run_file.parent} with the model at a new endpoint ({old.get('model')} there, "
+              f"{now.get('model')} now); the model is the same, so the run goes on", file=sys.stderr)
+        prev = old.get("endpoints")
+        prev = prev if isinstance(prev, list) else [old.get("model")]
+        endpoints = [*prev, now["model"]][-100:]  # the last hundred: a file someone sent cannot grow it for ever
+        atomic_write_json(run_file, {**old, "model": now["model"], "endpoints": endpoints})
     if differ:
         pairs = "; ".join(f"{k}: {old.get(k)!r} there, {now[k]!r} now" for k in differ)
         raise UsageError(f"--out {run_file.parent} holds a run with other settings ({pairs}); rerun with the settings "

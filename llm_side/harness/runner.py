@@ -27,9 +27,14 @@ def episode_seed(seed: int, episode: int) -> int:
 
 def is_fatal(exc: BaseException) -> bool:
     """Errors that must stop the run rather than fail one episode: a backend that is down or a
-    model that is not installed (marked `fatal = True`), or memory exhaustion. The episode is not
-    recorded, so a resumed run redoes it."""
-    return bool(getattr(exc, "fatal", False)) or isinstance(exc, MemoryError)
+    model that is not installed (marked `fatal = True`), memory exhaustion, or a transport/protocol error
+    from any backend (a dropped connection, a reply cut mid-body: never the agent's outcome). The episode
+    is not recorded, so a resumed run redoes it."""
+    import http.client
+    import urllib.error
+
+    transport = (http.client.HTTPException, urllib.error.URLError, ConnectionError)
+    return bool(getattr(exc, "fatal", False)) or isinstance(exc, (MemoryError, *transport))
 
 
 def _describe(exc: BaseException) -> str:

@@ -31,6 +31,7 @@ an episode, and finished groups are skipped.
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,7 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from muse_common.files import append_jsonl, atomic_write_json, read_jsonl
+from muse_common.files import append_jsonl, atomic_write_json
+from muse_common.records import ADAPT_EPISODE, read_records
 from muse_jax import agent as A
 from muse_jax import evaluate
 from muse_jax.agent_kinds import AGENT_KINDS
@@ -56,7 +58,14 @@ from muse_jax.loops.train_driver import TrainDriver, train_steps_due
 from muse_jax.replay import Replay, pack_episodes, unpack_episodes
 from muse_jax.run_log import RunLogger
 
-RECORD_KEYS = ("task", "episode", "success")  # an episodes.jsonl line without them is skipped (read_jsonl)
+RECORD_KEYS = ("task", "episode", "success")  # the fields every record has (muse_common.records.ADAPT_EPISODE)
+
+
+def read_episodes(path: Path, resume: bool = False) -> list[dict[str, Any]]:
+    """episodes.jsonl through the one reader of its kind: a record failing the schema stops adapt in one line
+    naming file and line; a duplicate (task, episode) is dropped and said; on resume a torn last line is cut."""
+    return read_records(path, ADAPT_EPISODE, resume=resume,
+                        say=lambda m: print(f"muse-wm: {m}", file=sys.stderr))
 
 
 def episode_record(agent: str, task: str, index: int, ep: Episode, counters: dict[str, int] | None = None
@@ -225,12 +234,12 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
     records_path = out / "episodes.jsonl"
     groups = [tasks] if parallel else [[t] for t in tasks]
     logger = RunLogger(out, total=len(tasks) * n_eps, desc=f"adapt {agent}", unit="episode",
-                       initial=sum(1 for _ in read_jsonl(records_path, RECORD_KEYS)))
+                       initial=len(read_episodes(records_path, resume=True)))
     rounds = [0]
     try:
         for gi, group in enumerate(groups):
             done = defaultdict(int)
-            for x in read_jsonl(records_path, RECORD_KEYS):
+            for x in read_episodes(records_path):
                 done[x["task"]] += 1
             if all(done[t] >= n_eps for t in group):
                 continue
@@ -239,11 +248,11 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
             if not finished:
                 return None
             for t in group:
-                recs = [x for x in read_jsonl(records_path, RECORD_KEYS) if x["task"] == t]
+                recs = [x for x in read_episodes(records_path) if x["task"] == t]
                 echo(f"{t}: {sum(x['success'] for x in recs)}/{len(recs)} episodes solved")
     finally:
         logger.close()
-    all_records = [x for x in read_jsonl(records_path, RECORD_KEYS) if x["task"] in tasks]
+    all_records = [x for x in read_episodes(records_path) if x["task"] in tasks]
     return evaluate.write_outputs(out, agent, all_records, cfg.model.competence_quantiles,
                                   agent_steps_per_episode(cfg.env))
 
@@ -313,7 +322,7 @@ class _GroupAdaptation:
                 for ep in self.new_eps[k]:
                     self.own[k].add_episode(ep)
         records_path = self.out / "episodes.jsonl"
-        seen = {(x["task"], x["episode"]) for x in read_jsonl(records_path, RECORD_KEYS)}
+        seen = {(x["task"], x["episode"]) for x in read_episodes(records_path)}
         for t in self.group:
             for rec in self.records[t]:
                 if (t, rec["episode"]) not in seen:

@@ -194,3 +194,229 @@ def test_entry_point_plugins_are_found_and_builtins_win() -> None:
         sys.path.remove(str(HERE))
     with pytest.raises(ValueError, match="entry-point group muse_llm.agents"):
         registry.agent_factory("os:system")
+
+
+# -- 3. records: one reader per kind ---------------------------------------------------------------------------
+def _kinds() -> dict:
+    import dataclasses
+
+    from benchmarks.learning_curve import line_key
+    from muse_common import records
+
+    return {"metrics": records.PRETRAIN_METRICS, "adapt": records.ADAPT_EPISODE,
+            "curve": dataclasses.replace(records.CURVE_LINE, key=line_key)}
+
+
+GOOD = {"metrics": [{"step": s, "env_steps": s, "loss": 0.5} for s in (50, 100, 150)],
+        "adapt": [{"task": "reach-v3", "episode": e, "success": False, "score": 1.5, "signal": [0.1]}
+                  for e in range(3)],
+        "curve": [{"impl": "muse_jax", "agent": "dreamer", "seed": 0, "env_steps": s, "score": 3.0}
+                  for s in (5000, 10000, 15000)]}
+BAD = {"metrics": [{"step": "abc", "env_steps": 1}, {"step": 1.5, "env_steps": 1}, {"step": -1, "env_steps": 0},
+                   {"env_steps": 3}, [1, 2]],
+       "adapt": [{"task": "reach-v3", "episode": 3, "success": "yes"}, {"task": "", "episode": 3, "success": True},
+                 {"task": "t", "episode": True, "success": True}, {"task": "t", "episode": 3, "success": True,
+                                                                     "score": "NaN"}, "x"],
+       "curve": [{"impl": "muse_jax", "env_steps": "5"}, {"env_steps": 5}, {"impl": "x", "env_steps": 5,
+                                                                             "success_rate": 7}]}
+
+
+def _write(path: Path, rows: list, tail: str = "") -> None:
+    import json
+
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + tail)
+
+
+@pytest.mark.parametrize("kind", list(GOOD))
+def test_record_failing_the_schema_stops_the_reader_naming_file_and_line(tmp_path: Path, kind: str) -> None:
+    from muse_common.records import RecordError, read_records
+
+    for i, bad in enumerate([*BAD[kind], "not json", "{\"a\": }"]):
+        path = tmp_path / f"{kind}{i}.jsonl"
+        if isinstance(bad, str) and bad in ("not json", "{\"a\": }"):
+            _write(path, GOOD[kind][:2], tail=bad + "\n" + '{"a": 1}\n')
+        else:
+            _write(path, [*GOOD[kind][:2], bad])
+        before = path.read_bytes()
+        with pytest.raises(RecordError) as err:
+            read_records(path, _kinds()[kind], resume=True)
+        assert f"{path} line 3 " in str(err.value) and "\n" not in str(err.value)
+        assert path.read_bytes() == before  # left as it is
+
+
+@pytest.mark.parametrize("kind", list(GOOD))
+def test_torn_tail_is_cut_on_resume_and_said(tmp_path: Path, kind: str) -> None:
+    from muse_common.files import append_jsonl
+    from muse_common.records import read_records
+
+    path, said = tmp_path / "r.jsonl", []
+    _write(path, GOOD[kind][:2], tail='{"step": 150, "env_st')
+    assert read_records(path, _kinds()[kind]) == GOOD[kind][:2]  # a reader ignores it
+    assert read_records(path, _kinds()[kind], resume=True, say=said.append) == GOOD[kind][:2]
+    assert len(said) == 1 and "torn last line" in said[0]
+    append_jsonl(path, GOOD[kind][2])
+    assert read_records(path, _kinds()[kind]) == GOOD[kind]
+
+
+@pytest.mark.parametrize("kind", list(GOOD))
+def test_duplicates_are_dropped_and_said(tmp_path: Path, kind: str) -> None:
+    from muse_common.records import read_records
+
+    path, said = tmp_path / "r.jsonl", []
+    _write(path, [GOOD[kind][0], GOOD[kind][1], GOOD[kind][1], GOOD[kind][2]])
+    assert read_records(path, _kinds()[kind], say=said.append) == GOOD[kind]
+    assert len(said) == 1 and "duplicate" in said[0] and "line(s) 3" in said[0]
+    read_records(path, _kinds()[kind], resume=True, say=said.append)
+    assert path.read_text().count("\n") == 3  # rewritten without it on resume
+
+
+def test_metrics_rows_past_the_checkpoint_and_out_of_order(tmp_path: Path) -> None:
+    from muse_common.records import RecordError
+    from muse_jax.run_log import RunLogger, drop_metrics_after
+
+    path = tmp_path / "metrics.jsonl"
+    _write(path, [*GOOD["metrics"], {"step": 200, "env_steps": 200}], tail='{"step": 2')
+    drop_metrics_after(path, 100)
+    assert [r["step"] for r in map(__import__("json").loads, path.read_text().splitlines())] == [50, 100]
+    _write(path, [GOOD["metrics"][1], GOOD["metrics"][0]])
+    with pytest.raises(RecordError, match="line 2 has step 50 after step 100"):
+        drop_metrics_after(path, 100)
+    _write(path, GOOD["metrics"], tail='{"step": 2')  # adapt's logger: a new row never glues onto a half line
+    logger = RunLogger(tmp_path, total=1, tensorboard=False)
+    logger.write({"step": 200, "env_steps": 200})
+    logger.close()
+    assert path.read_text().splitlines()[-1] == '{"step": 200, "env_steps": 200}'
+
+
+def test_adapt_counts_each_valid_record_once(tmp_path: Path) -> None:
+    from muse_common.records import RecordError
+    from muse_jax.loops.adapt import read_episodes
+
+    path = tmp_path / "episodes.jsonl"
+    rows = [{"task": "t", "episode": 0, "success": False}, {"task": "t", "episode": 1, "success": True}]
+    _write(path, [rows[0], rows[1], rows[1]], tail='{"task": "t", "episode": 2, "succ')
+    assert read_episodes(path, resume=True) == rows
+    assert path.read_text().count("\n") == 2
+    _write(path, [rows[0], {"task": "t", "episode": 1, "success": "yes", "score": float("nan")}])
+    with pytest.raises(RecordError, match="line 2 is not an episode record"):
+        read_episodes(path)
+
+
+def test_learning_curve_out_a_folder_or_garbage_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from benchmarks import learning_curve as lc
+    from muse_common.records import RecordError
+
+    out = tmp_path / "curve.jsonl"
+    _write(out, [*GOOD["curve"], GOOD["curve"][0]])
+    assert lc.read_lines(out) == GOOD["curve"]
+    assert "duplicate" in capsys.readouterr().err
+    _write(out, [*GOOD["curve"], {"impl": "muse_jax", "env_steps": "abc"}])
+    with pytest.raises(RecordError, match="line 4"):
+        lc.append_new(out, [])
+
+
+# -- 4. backend faults are never outcomes -----------------------------------------------------------------------
+class _Reply:
+    """Stub OpenAI-compatible handlers: a reply cut mid-body, a choice without text, a chat without content."""
+
+    @staticmethod
+    def handler(kind: str) -> type:
+        import http.server
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = {"cut": b'{"choices": [{"text": "> mine',
+                        "no-text": b'{"choices": [{"index": 0}, {"index": 1}]}',
+                        "text-not-str": b'{"choices": [{"text": 5}]}',
+                        "chat-no-content": b'{"choices": [{"message": {"role": "assistant"}}]}'}[kind]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body) + (500 if kind == "cut" else 0)))
+                self.end_headers()
+                self.wfile.write(body)
+                self.wfile.flush()
+                self.close_connection = True
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        return Handler
+
+
+@pytest.fixture
+def stub(request: pytest.FixtureRequest):  # noqa: ANN201
+    import http.server
+    import threading
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Reply.handler(request.param))
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize("stub", ["cut", "no-text", "text-not-str", "chat-no-content"], indirect=True)
+def test_transport_and_protocol_errors_stop_not_score(stub: str) -> None:
+    from llm_side.backends.openai_compat import BackendUnavailable, OpenAICompatLLM
+    from llm_side.harness.runner import is_fatal
+
+    llm = OpenAICompatLLM(stub, "m", timeout=5, retries=1, backoff=0.01)
+    with pytest.raises(BackendUnavailable) as err:
+        llm.chat([{"role": "user", "content": "hi"}]) if "chat" in stub else llm.complete("hi")
+    assert is_fatal(err.value) and "\n" not in str(err.value)
+
+
+def test_transport_exceptions_from_any_backend_are_fatal() -> None:
+    import http.client
+    import urllib.error
+
+    from llm_side.harness.runner import is_fatal
+
+    for exc in (http.client.IncompleteRead(b"x", 10), http.client.RemoteDisconnected("closed"),
+                urllib.error.URLError("refused"), ConnectionResetError()):
+        assert is_fatal(exc), exc
+    assert not is_fatal(ValueError("an unparsable action is the agent's failure"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stub", ["cut", "no-text"], indirect=True)
+def test_muse_llm_run_against_a_broken_server_records_nothing(stub: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = cli("muse-llm", "run", "--env", "minecraft", "--agent", "react", "--tasks", "mine_log", "--episodes", "2",
+               "--max-steps", "3", "--model", f"openai:{stub}:m", "--out", str(out), "--no-progress", timeout=180,
+               env={"MUSE_LLM_HTTP_RETRIES": "1"})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert stub in error_line(proc.stderr, "muse-llm")
+    episodes = out / "episodes.jsonl"
+    assert not episodes.exists() or episodes.read_text() == ""
+
+
+@pytest.mark.parametrize(("var", "value"), [("MUSE_LLM_HTTP_RETRIES", "1e9"), ("MUSE_LLM_HTTP_RETRIES", "1000000000"),
+                                            ("MUSE_LLM_HTTP_TIMEOUT", "1e12"), ("MUSE_LLM_HTTP_PARALLEL", "100000")])
+def test_client_environment_variables_have_upper_bounds(monkeypatch: pytest.MonkeyPatch, var: str,
+                                                        value: str) -> None:
+    from llm_side.backends.openai_compat import OpenAICompatLLM
+
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=f"{var}=.*and <= .*fix or unset it"):
+        OpenAICompatLLM.from_spec("openai:http://127.0.0.1:1/v1:m")
+
+
+def test_resume_may_change_the_endpoint_not_the_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import json
+
+    from llm_side.run_spec import UsageError, check_resume
+
+    run_file = tmp_path / "run.json"
+    settings = {"env": "minecraft", "agent": "react", "model": "openai:http://old:8080/v1:qwen", "seed": 0,
+                "episodes": 1, "max_steps": 3, "tasks": ["mine_log"], "env_opt": {}, "agent_opt": {}}
+    run_file.write_text(json.dumps(settings))
+    check_resume(run_file, {**settings, "model": "openai:http://new:9090/v1:qwen"})
+    assert "new endpoint" in capsys.readouterr().err
+    saved = json.loads(run_file.read_text())
+    assert saved["model"] == "openai:http://new:9090/v1:qwen" and len(saved["endpoints"]) == 2
+    for other in ("openai:http://new:9090/v1:llama", "smollm2"):
+        with pytest.raises(UsageError, match="other settings"):
+            check_resume(run_file, {**settings, "model": other})
