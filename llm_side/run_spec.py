@@ -29,6 +29,13 @@ RUN_KEYS = ("env", "agent", "split", "tasks", "limit", "episodes", "max_steps", 
             "agent_opt")
 """The keys of a run settings file (`muse-llm run --config`), named as the flags are."""
 INT_SETTINGS = {"limit": 1, "episodes": 1, "max_steps": 1, "seed": 0}  # name -> smallest allowed
+INT_LIMITS: dict[str, tuple[int, str]] = {
+    "limit": (1_000_000, "tasks; the largest env has some thousands"),
+    "episodes": (10_000, "episodes per task; the papers use up to 10"),
+    "max_steps": (100_000, "steps per episode; the envs end theirs within some hundreds"),
+    "seed": (2**31 - 1, "a 32-bit seed, what torch and numpy take"),
+}
+"""name -> (largest allowed, why): a typo such as --episodes 99999999999999999999 is one line, not a run."""
 RUN_FILE = "run.json"
 RUN_JSON_KEYS = ("env", "agent", "model", "seed", "episodes", "max_steps", "tasks", "env_opt", "agent_opt")
 """The settings a run.json holds (besides `argv`, the command line that wrote it); `RunSpec.settings`."""
@@ -142,6 +149,9 @@ def check_int(key: str, value: Any) -> int | None:
         raise UsageError(f"'{key}' must be an integer >= {INT_SETTINGS[key]}, got {value!r}")
     if value < INT_SETTINGS[key]:
         raise UsageError(f"'{key}' must be >= {INT_SETTINGS[key]}, got {value}")
+    high, why = INT_LIMITS[key]
+    if value > high:
+        raise UsageError(f"'{key}' must be at most {high} ({why}), got {value}")
     return value
 
 

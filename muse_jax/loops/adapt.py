@@ -221,6 +221,9 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
         raise ValueError(f"{checkpoint} was pre-trained on env.suite={cfg.env.suite}; muse-wm adapt runs Meta-World "
                          "only (novel tasks with a success signal). Use a Meta-World pretrain checkpoint.")
     tasks = list(tasks or cfg.env.novel_tasks)
+    problem = task_list_problem(tasks, list(cfg.env.tasks))
+    if problem:
+        raise ValueError(problem)
     if cfg.env.image:
         configure_gl(cfg.env.render_backend)  # before check_task imports mujoco
     for t in tasks:
@@ -255,6 +258,23 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
     all_records = [x for x in read_episodes(records_path) if x["task"] in tasks]
     return evaluate.write_outputs(out, agent, all_records, cfg.model.competence_quantiles,
                                   agent_steps_per_episode(cfg.env))
+
+
+def task_list_problem(novel: Sequence[str], trained: Sequence[str]) -> str | None:
+    """Why adapting on `novel` after pre-training on `trained` measures nothing the paper measures, or None:
+    no novel task (0 episodes, exit 0 before), a task named twice, or a task the checkpoint was trained on
+    (not novel). Checked before any episode."""
+    if not novel:
+        return ("no novel tasks to adapt on (--tasks is empty and the checkpoint's env.novel_tasks is empty); "
+                "give --tasks")
+    twice = sorted({t for t in novel if list(novel).count(t) > 1})
+    if twice:
+        return f"novel task(s) {twice} named twice; give each task once"
+    seen = sorted(set(novel) & set(trained))
+    if seen:
+        return (f"task(s) {seen} are pre-training tasks of this checkpoint (env.tasks), not novel ones; adapt "
+                "measures adaptation to tasks the model has not seen: give others with --tasks")
+    return None
 
 
 def group_dir(out: Path, group: Sequence[str]) -> Path:

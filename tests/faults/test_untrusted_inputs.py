@@ -420,3 +420,140 @@ def test_resume_may_change_the_endpoint_not_the_model(tmp_path: Path, capsys: py
     for other in ("openai:http://new:9090/v1:llama", "smollm2"):
         with pytest.raises(UsageError, match="other settings"):
             check_resume(run_file, {**settings, "model": other})
+
+
+# -- 5. bounded work and clear lines ----------------------------------------------------------------------------
+BOMB = "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9 if p else ['lol'] * 9)}]\n"
+               for p, c in zip(["", *"abcdefgh"], "abcdefghi", strict=True))
+DEEP = "a: " + "[" * 5000 + "]" * 5000 + "\n"
+
+
+@pytest.mark.parametrize("text, words", [(BOMB, "alias"), (DEEP, "nesting deeper"),
+                                         ("a: " + "x" * (2 << 20) + "\n", "longer than")])
+def test_every_settings_reader_bounds_yaml(tmp_path: Path, text: str, words: str) -> None:
+    """Every reader of settings text (muse-wm --config, muse-llm --config, --set / --env-opt values) refuses
+    an alias bomb, deep nesting and a huge text in one line, quickly."""
+    import time
+
+    from llm_side.run_settings import SettingsError as RunSettingsError
+    from llm_side.run_settings import load_settings
+    from muse_common.overrides import OverrideError, parse_key_values
+    from muse_common.settings import SettingsError, read_yaml_mapping
+
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    t0 = time.monotonic()
+    for read, error in ((lambda: read_yaml_mapping(path), SettingsError),
+                        (lambda: load_settings(str(path), ("a", "b")), RunSettingsError),
+                        (lambda: parse_key_values([f"x={_flow(text)}"], "--set", structured=True),
+                         OverrideError)):
+        with pytest.raises(error, match=words) as err:
+            read()
+        assert "\n" not in str(err.value)
+    assert time.monotonic() - t0 < 10
+    assert parse_key_values([f"x={DEEP[3:]}"], "--env-opt", structured=False)["x"] == DEEP[3:]  # stays text
+
+
+def _flow(text: str) -> str:
+    """The same YAML as one flow mapping (a --set value)."""
+    return text.partition(": ")[2].strip() if text.startswith("a: ") and "\nb:" not in text else (
+        "{" + ", ".join(line.strip() for line in text.strip().splitlines()) + "}")
+
+
+def test_aliases_in_ordinary_use_still_load(tmp_path: Path) -> None:
+    from muse_common.settings import read_yaml_mapping
+
+    path = tmp_path / "cfg.yaml"
+    path.write_text("model: &m {deter: 64}\nother: *m\n")
+    assert read_yaml_mapping(path)["other"] == {"deter": 64}
+
+
+@pytest.mark.parametrize("override, words", [
+    ("model.deter=1e12", "'model.deter' = 1000000000000 is out of range; allowed: at most 16384"),
+    ("regulation.horizon=1e9", "'regulation.horizon' = 1000000000 is out of range; allowed: at most 1000"),
+    ("train.env_steps=99999999999999999999", "at most 1e+10"),
+    ("adapt.episodes=1e7", "at most 100000"),
+    ("replay.capacity=1e12", "at most 1e+08"),
+    ("model.size.x=1", "'model.size' is a value, not a section"),
+    ("env.tasks=[reach-v3,reach-v3]", "each task once"),
+])
+def test_every_numeric_setting_is_bounded_with_a_reason(override: str, words: str) -> None:
+    from muse_jax.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace("+", r"\+")) as err:
+        load_config("smoke", [override])
+    assert "\n" not in str(err.value)
+
+
+def test_no_numeric_field_is_unbounded() -> None:
+    """The class, not the examples: every int/float field of the run config has an upper bound (its own, with
+    a reason, or the generic one), so a value past it is refused."""
+    import dataclasses
+
+    from muse_jax.config import ConfigError, load_config
+    from muse_jax.config.schema import Config
+
+    def numeric(cls: type, prefix: str = ""):  # noqa: ANN202
+        import typing
+
+        for f in dataclasses.fields(cls):
+            tp = typing.get_type_hints(cls)[f.name]
+            if dataclasses.is_dataclass(tp):
+                yield from numeric(tp, f"{prefix}{f.name}.")
+            elif tp in (int, float):
+                yield f"{prefix}{f.name}", tp
+
+    fields = list(numeric(Config))
+    assert len(fields) > 40
+    for key, tp in fields:
+        huge = 10**20 if tp is int else 1e20  # past every bound, its own (with a reason) or the generic one
+        with pytest.raises(ConfigError, match="out of range|must be"):
+            load_config("smoke", [f"{key}={huge}"])
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--episodes", "99999999999999999999"], "'episodes' must be at most 10000"),
+    (["--max-steps", "10000000"], "'max_steps' must be at most 100000"),
+    (["--seed", "99999999999"], "'seed' must be at most"),
+    (["--config", ""], "--config is empty"),
+])
+def test_muse_llm_run_settings_are_bounded(tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str],
+                                           words: str) -> None:
+    from llm_side.cli import main
+
+    rc = main(["run", "--env", "minecraft", "--agent", "react", "--model", "smollm2", "--out", str(tmp_path / "o"),
+               *argv])
+    assert rc == 2 and words in error_line(capsys.readouterr().err, "muse-llm")
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe garbage", b'{"files": []}', b'{"files": {}}', b"[1]",
+                                     b'{"files": {"../../etc/passwd": {"size": 1, "crc32": 1}}}',
+                                     b'{"files": {"a": {"size": "x", "crc32": 1}}}'])
+def test_damaged_checkpoint_record_is_named(tmp_path: Path, content: bytes) -> None:
+    from muse_jax.checkpoint import INTEGRITY_FILE, verify_integrity
+    from muse_jax.errors import CheckpointCorruptError
+
+    step = tmp_path / "checkpoints" / "100"
+    step.mkdir(parents=True)
+    (step / INTEGRITY_FILE).write_bytes(content)
+    with pytest.raises(CheckpointCorruptError, match=f"{step / INTEGRITY_FILE} is damaged") as err:
+        verify_integrity(step)
+    assert "delete" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_checkpoints_a_file_is_one_line(tmp_path: Path) -> None:
+    from muse_jax.checkpoint import Checkpointer
+    from muse_jax.errors import CheckpointError
+
+    (tmp_path / "checkpoints").write_text("not a folder")
+    with pytest.raises(CheckpointError, match="is a file, not a checkpoint folder"):
+        Checkpointer(tmp_path / "checkpoints")
+
+
+@pytest.mark.parametrize("novel, words", [([], "no novel tasks"), (["a", "a"], "named twice"),
+                                          (["reach-v3"], "pre-training tasks")])
+def test_adapt_refuses_task_lists_that_measure_nothing(novel: list[str], words: str) -> None:
+    from muse_jax.loops.adapt import task_list_problem
+
+    assert words in (task_list_problem(novel, ["reach-v3", "push-v3"]) or "")
+    assert task_list_problem(["coffee-button-v3"], ["reach-v3"]) is None
