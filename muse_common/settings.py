@@ -150,6 +150,11 @@ def _type_words(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+def _printable(text: str) -> str:
+    """`text` with control characters escaped (a key from input stays on the error's one line)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))
+
+
 class Settings:
     """Reads nested data into the root dataclass `root`, naming keys in errors as `noun` ("config key")."""
 
@@ -158,6 +163,7 @@ class Settings:
 
     # -- errors
     def unknown_key(self, key: str, valid: Sequence[str]) -> Exception:
+        key = _printable(key)
         close = difflib.get_close_matches(key.split(".")[-1], valid, n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         return self.error(f"unknown {self.noun} '{key}'.{hint} Valid keys here: {', '.join(sorted(valid))}.")
@@ -271,7 +277,8 @@ class Settings:
                 fields = fields_of(cls)
                 if part in fields and not dataclasses.is_dataclass(typing.get_type_hints(cls)[part]):
                     here = ".".join(parts[: i + 1])
-                    raise self.error(f"{self.noun} '{here}' is a value, not a section, so '{dotted}' names nothing; "
+                    raise self.error(f"{self.noun} '{here}' is a value, not a section, so '{_printable(dotted)}' "
+                                     "names nothing; "
                                      f"give {here}=VALUE.")
                 if part not in fields:
                     raise self.unknown_key(".".join(parts[: i + 1]), list(fields))
