@@ -97,9 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an agent on tasks x episodes (resumes an existing --out)")
     run.add_argument("--config", help="YAML of run settings (configs/llm/); flags override it")
-    add_task_flags(run, env_help=f"one of {', '.join(registry.ENVS)} or a plugin "
+    add_task_flags(run, env_help=f"one of {', '.join(registry.names('env'))} or a plugin "
                    "registered under the entry-point group muse_llm.envs")
-    run.add_argument("--agent", help=f"one of {', '.join(registry.AGENTS)} or a plugin registered "
+    run.add_argument("--agent", help=f"one of {', '.join(registry.names('agent'))} or a plugin registered "
                      "under the entry-point group muse_llm.agents")
     run.add_argument("--episodes", type=int, help="episodes (trials) per task; default 1")
     run.add_argument("--env-opt", action="append", metavar="K=V", help="env option, repeatable")
