@@ -112,8 +112,9 @@ def open_nofollow(path: str | Path, flags: int, mode: int = 0o666) -> int:
 
 
 def output_dir_problem(path: str | Path) -> str | None:
-    """Why `path` cannot be an output folder (empty; an existing file; a read-only or unwritable disk; a
-    symbolic link inside it), or None. Checked before any work and without creating anything."""
+    """Why `path` cannot be an output folder (empty; an existing file; a read-only or unwritable disk), or
+    None. Checked before any work and without creating anything. (Links inside a run folder are refused when
+    its lock is taken, `run_lock.run_folder_lock`, before the run writes anything.)"""
     if str(path).strip() == "":
         return "the output folder is empty (''); give a folder name (a '.' for the current folder is explicit)"
     p = Path(path).expanduser().absolute()
@@ -131,7 +132,7 @@ def output_dir_problem(path: str | Path) -> str | None:
             read_only = False
         why = "is on a read-only file system" if read_only else "is not writable by you"
         return f"{p}: {probe} {why}; give a folder on a writable disk"
-    return run_folder_link_problem(p) if p.is_dir() else None
+    return None
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -45,7 +45,7 @@ def test_run_folder_with_a_link_inside_is_refused_before_any_write(tmp_path: Pat
     with pytest.raises(files.UnsafePath, match="symbolic link") as err, run_folder_lock(run):
         pass
     assert str(run / name) in str(err.value) and "\n" not in str(err.value)
-    assert files.output_dir_problem(run) is not None
+    assert files.run_folder_link_problem(run) is not None
     assert victim.read_text() == "precious\n"
 
 
