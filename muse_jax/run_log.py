@@ -8,6 +8,7 @@ Non-finite floats are written as null in JSON (JSON has no NaN) and skipped in T
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -61,10 +62,17 @@ class RunLogger:
         append_jsonl(self.path, clean)
         if self._tb is not None:
             step = int(record["step"])
-            for k, v in record.items():
-                if k != "step" and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-                    self._tb.add_scalar(k, v, step)
-            self._tb.flush()
+            try:
+                for k, v in record.items():
+                    if k != "step" and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                        self._tb.add_scalar(k, v, step)
+                self._tb.flush()
+            except OSError as e:  # a full disk: one stop line naming the folder, no tensorboardX traceback after it
+                tb, self._tb = self._tb, None
+                _abandon(tb)
+                if e.filename is None and e.errno:
+                    raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(self.dir / "tb")) from None
+                raise
 
     def close(self) -> None:
         self._bar.close()

@@ -557,3 +557,22 @@ def test_adapt_refuses_task_lists_that_measure_nothing(novel: list[str], words: 
 
     assert words in (task_list_problem(novel, ["reach-v3", "push-v3"]) or "")
     assert task_list_problem(["coffee-button-v3"], ["reach-v3"]) is None
+
+
+def test_a_full_disk_under_tensorboard_names_the_folder_and_leaves_no_writer(tmp_path: Path) -> None:
+    import errno
+
+    from muse_jax.run_log import RunLogger
+
+    class FullDisk:
+        all_writers: dict = {}
+
+        def add_scalar(self, *a: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    logger = RunLogger(tmp_path, total=1, tensorboard=False)
+    logger._tb = FullDisk()
+    with pytest.raises(OSError) as err:
+        logger.write({"step": 1, "loss": 0.5})
+    assert err.value.filename == str(tmp_path / "tb") and logger._tb is None
+    logger.close()
