@@ -129,6 +129,12 @@ CURVE_LINE = RecordKind(
               "success_rate": (lambda v: v is None or (finite_number(v) and 0 <= v <= 1), "a rate from 0 to 1"),
               "train_steps": _COUNTER, "wall_s": (number_or_null, "a finite number or null")})
 """A line of a learning-curve file (benchmarks/learning_curve.py --out, benchmarks/official/run.py)."""
+SA_EXAMPLE = RecordKind(
+    "self-awareness training row",
+    required={"task": (lambda v: isinstance(v, str), "a task name"), "plan": (lambda v: isinstance(v, str), "text"),
+              "chunk": (lambda v: isinstance(v, str), "text"),
+              "label": (lambda v: finite_number(v) and 0 <= v <= 1, "a number from 0 to 1")})
+"""A row of MUSE-LLM's self-awareness replay (`replay.jsonl` beside the M_sa weights; agents/muse.py)."""
 
 
 def _say(message: str) -> None:
