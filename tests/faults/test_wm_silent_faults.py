@@ -1,6 +1,6 @@
 """`muse-wm` inputs that used to be accepted without a word, end in a traceback, hang, or lose their
 message: each ends with one stderr line naming the input and the fix (exit 2), or is handled as the
-README says (non-record lines skipped, Ctrl-C exits 130 with a message).
+README says (a non-record line stops the reader naming file and line, Ctrl-C exits 130 with a message).
 """
 
 from __future__ import annotations
