@@ -303,15 +303,16 @@ def line_key(line: dict[str, Any]) -> tuple:
             int(line.get("seed", 0)), int(line.get("env_steps", 0)))
 
 
-def read_lines(path: str | Path) -> list[dict[str, Any]]:
+def read_lines(path: str | Path, resume: bool = False) -> list[dict[str, Any]]:
     """The curve lines of an output file through the one reader of their kind (`muse_common.records.CURVE_LINE`,
     keyed by `line_key`): a line failing the schema stops with one line naming file and line (RecordError, a
-    ValueError), a duplicated line is dropped and said, a torn last line ignored."""
+    ValueError), a duplicated line is dropped and said, a torn last line ignored; with `resume` (the start of a
+    command, before any run appends) the torn line is cut and the file rewritten without the duplicates."""
     import dataclasses
 
     from muse_common.records import CURVE_LINE, read_records
 
-    return read_records(path, dataclasses.replace(CURVE_LINE, key=line_key),
+    return read_records(path, dataclasses.replace(CURVE_LINE, key=line_key), resume=resume,
                         say=lambda m: print(f"learning_curve: warning: {m}", file=sys.stderr))
 
 
@@ -325,9 +326,9 @@ def ensure_random_line(path: Path, episodes: int, make: Callable[[int], dict[str
     """
     from muse_common.files import atomic_write_jsonl
 
+    lines = read_lines(path, resume=True)  # first thing a command does to its file: torn tail, duplicates out
     if episodes <= 0:
         return 0
-    lines = read_lines(path)
     old = [i for i, x in enumerate(lines) if x.get("impl") == "random"]
     if old and int(lines[old[0]].get("episodes", 0)) >= episodes:
         return 0

@@ -576,3 +576,12 @@ def test_a_full_disk_under_tensorboard_names_the_folder_and_leaves_no_writer(tmp
         logger.write({"step": 1, "loss": 0.5})
     assert err.value.filename == str(tmp_path / "tb") and logger._tb is None
     logger.close()
+
+
+def test_learning_curve_cleans_its_file_when_a_command_starts(tmp_path: Path) -> None:
+    from benchmarks import learning_curve as lc
+
+    out = tmp_path / "curve.jsonl"
+    _write(out, [*GOOD["curve"], GOOD["curve"][1]], tail='{"impl": "muse_jax", "env_st')
+    assert lc.ensure_random_line(out, 0, lambda n: {}) == 0
+    assert [__import__("json").loads(x) for x in out.read_text().splitlines()] == GOOD["curve"]
