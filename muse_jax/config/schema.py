@@ -145,7 +145,8 @@ class OptimConfig:
     `agent.make_optimizer`. (The 2023 release used three Adams with 1e-4 / 3e-5 / 3e-5.)
     """
 
-    lr: float = setting(4e-5, number_above(0))
+    lr: float = setting(4e-5, number_above(0), at_most(3.4e38, "the largest float32; a rate this large only "
+                                                         "forces a NaN loss, which stops the run in one line"))
     """Learning rate after warm-up (dreamerv3 `opt.lr`)."""
     agc: float = setting(0.3, Allowed(lambda v, _: _finite(v) and v >= 0, "a finite number >= 0 (0 = no clipping)"))
     """Adaptive gradient clipping: each tensor's update norm <= agc * max(agc_pmin, its parameter norm)."""
@@ -300,10 +301,11 @@ class ReplayConfig:
     capacity: int = setting(1_000_000, at_most(10**8, "steps held in host memory"),
                                        Allowed(lambda v, r: v >= r.seq_len, "at least replay.seq_len={seq_len}"))
     """Maximum stored env steps; the oldest episodes are evicted first."""
-    batch_size: int = setting(16, at_most(16_384, "sequences per update on one device"), integer_at_least(1),
+    batch_size: int = setting(16, integer_at_least(1),
                               Allowed(lambda v, r: v * r.seq_len <= r.capacity,
                                       "at most replay.capacity / replay.seq_len = {capacity} / {seq_len} sequences "
-                                      "(a batch must fit in the replay)"))
+                                      "(a batch must fit in the replay)"),
+                              at_most(16_384, "sequences per update on one device"))
     """B, sequences per train batch (global, split over devices)."""
     seq_len: int = setting(64, at_most(4_096, "steps per replayed sequence"), integer_at_least(2))
     """T, length of each sampled chunk."""
