@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.report import emit_record  # noqa: E402
-from muse_common.files import read_jsonl  # noqa: E402
+from muse_common.records import ADAPT_EPISODE, read_records  # noqa: E402
 from muse_jax.config import load_config, parse_overrides  # noqa: E402
 from muse_jax.envs.metaworld import NOVEL_TASKS  # noqa: E402
 
@@ -41,7 +41,7 @@ def time_adapt(checkpoint: str, agent: str, out: Path, tasks: list[str], episode
     adapt(checkpoint, agent, out, tasks=tasks, episodes=episodes,
           overrides={**overrides, "adapt.parallel_tasks": parallel}, echo=lambda s: None)
     wall = time.perf_counter() - t0
-    n = sum(1 for _ in read_jsonl(out / "episodes.jsonl"))
+    n = len(read_records(out / "episodes.jsonl", ADAPT_EPISODE))  # checked, each (task, episode) once
     if n != len(tasks) * episodes:
         raise SystemExit(f"{out}: {n} episodes written, expected {len(tasks) * episodes}.")
     return wall

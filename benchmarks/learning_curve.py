@@ -217,14 +217,14 @@ def trained_config(run: Path, cfg: Any) -> Any:
 
 def run_lines(run: Path, cfg: Any, args: argparse.Namespace, seed: int, where: str, sha: str) -> list[dict]:
     """The curve lines of one run folder, for windows up to its latest checkpoint (see the module doc)."""
-    from muse_common.files import read_jsonl
+    from muse_common.records import PRETRAIN_METRICS, read_records
     from muse_jax.envs.suite import SUITES_WITH_SUCCESS
 
     steps = checkpoint_steps(run)
     if not steps:
         return []
     out, wall, prev = [], 0.0, 0
-    for row in read_jsonl(run / "metrics.jsonl"):
+    for row in read_records(run / "metrics.jsonl", PRETRAIN_METRICS):
         x = int(row["env_steps"])
         rate = row.get("env_steps_per_s")
         wall += (x - prev) / rate if rate else 0.0
@@ -303,6 +303,19 @@ def line_key(line: dict[str, Any]) -> tuple:
             int(line.get("seed", 0)), int(line.get("env_steps", 0)))
 
 
+def read_lines(path: str | Path, resume: bool = False) -> list[dict[str, Any]]:
+    """The curve lines of an output file through the one reader of their kind (`muse_common.records.CURVE_LINE`,
+    keyed by `line_key`): a line failing the schema stops with one line naming file and line (RecordError, a
+    ValueError), a duplicated line is dropped and said, a torn last line ignored; with `resume` (the start of a
+    command, before any run appends) the torn line is cut and the file rewritten without the duplicates."""
+    import dataclasses
+
+    from muse_common.records import CURVE_LINE, read_records
+
+    return read_records(path, dataclasses.replace(CURVE_LINE, key=line_key), resume=resume,
+                        say=lambda m: print(f"learning_curve: warning: {m}", file=sys.stderr))
+
+
 def ensure_random_line(path: Path, episodes: int, make: Callable[[int], dict[str, Any]]) -> int:
     """Keep one random line in `path` with at least `episodes` episodes; returns the lines written (0 or 1).
 
@@ -311,11 +324,11 @@ def ensure_random_line(path: Path, episodes: int, make: Callable[[int], dict[str
     A line another process appends during the rewrite can be dropped; both runners re-append missing
     windows on their next call, so run this while no run writes the file (the random line comes first).
     """
-    from muse_common.files import atomic_write_jsonl, read_jsonl
+    from muse_common.files import atomic_write_jsonl
 
+    lines = read_lines(path, resume=True)  # first thing a command does to its file: torn tail, duplicates out
     if episodes <= 0:
         return 0
-    lines = list(read_jsonl(path))
     old = [i for i, x in enumerate(lines) if x.get("impl") == "random"]
     if old and int(lines[old[0]].get("episodes", 0)) >= episodes:
         return 0
@@ -330,9 +343,9 @@ def ensure_random_line(path: Path, episodes: int, make: Callable[[int], dict[str
 
 def append_new(path: Path, lines: list[dict[str, Any]]) -> int:
     """Append the lines whose key is not in the file yet (whole lines, fsynced); returns how many."""
-    from muse_common.files import append_jsonl, read_jsonl
+    from muse_common.files import append_jsonl
 
-    have = {line_key(x) for x in read_jsonl(path)}
+    have = {line_key(x) for x in read_lines(path)}
     n = 0
     for line in lines:
         if line_key(line) not in have:
@@ -580,9 +593,9 @@ def plot(path: Path, png: Path, suite: str, task: str) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from muse_common.files import atomic_save_figure, read_jsonl
+    from muse_common.files import atomic_save_figure
 
-    lines = list(read_jsonl(path))
+    lines = read_lines(path)
     key = "success_rate" if suite == "metaworld" else "score"
     if not any(x.get(key) is not None for x in lines):
         return 0
@@ -704,8 +717,27 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else REPO / "docs" / "learning_curves" / f"{name}.jsonl"
     runs = Path(args.runs) if args.runs else REPO / "runs" / "learning_curve" / name
     png = out.with_suffix(".png")
+    if out.is_dir():
+        print(f"learning_curve: error: --out {out} is a folder; give a .jsonl file path", file=sys.stderr)
+        return 2
+    if args.plot_only and not out.exists() and not any(runs.glob("*_seed*")):
+        print(f"learning_curve: error: --plot-only: neither {out} nor a run folder under {runs} exists; "
+              "nothing to plot (train first, or give --out/--runs of an earlier run)", file=sys.stderr)
+        return 2
+    from muse_common.files import UnsafePath
+    from muse_common.records import RecordError
+
+    try:
+        return _harvest_all(args, cfgs, out, runs, png, stops)
+    except (RecordError, UnsafePath) as e:
+        print(f"learning_curve: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+
+
+def _harvest_all(args: argparse.Namespace, cfgs: dict[int, Any], out: Path, runs: Path, png: Path,
+                 stops: tuple[type[BaseException], ...]) -> int:
+    """Train (or only harvest and plot) every seed into `out`, then print the summary record."""
     sha, t0 = commit(), time.time()
-    from muse_common.files import read_jsonl
 
     written = ensure_random_line(out, args.random_episodes, lambda n: random_line(
         cfgs[args.seeds[0]], args, n, args.seeds[0], machine(), sha))
@@ -734,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         harvest(cfg=cfg)  # the seed's last windows (all of them with --plot-only)
     plotted = plot(out, png, args.suite, args.task)
-    every = list(read_jsonl(out))  # the file as written: summary, random line and target from one read
+    every = read_lines(out)  # the file as written: summary, random line and target from one read
     lines = [x for x in every if in_series(x, "muse_jax", args.agent, args.variant, network_of(cfgs[args.seeds[0]]))]
     # the summary describes the series as the file holds it: with --plot-only the command's --seeds and
     # --env-steps need not be the runs' (its defaults, 0 and 50000, usually are not)

@@ -122,9 +122,9 @@ def main() -> None:
     p.add_argument("--out", default=None, help="append the JSON record to this file")
     args = p.parse_args()
 
-    import yaml
+    from muse_common.overrides import parse_key_values
 
-    extra = {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in args.set)}
+    extra = parse_key_values(args.set, "--set", structured=True)  # bounded YAML values, one line on a bad pair
     base = restore_learner(args.checkpoint, agent="muse", overrides=extra)
     tasks = list(args.tasks or base.cfg.env.novel_tasks)
     spec = obs_spec(base.cfg)

@@ -4,9 +4,10 @@
     muse-llm tasks --env alfworld --split eval_out_of_distribution
     muse-llm report runs/x runs/y
 
-Env and agent names come from llm_side/registry.py; a `package.module:factory` path works too (for
-plugins and tests). A run is a RunSpec built and run by llm_side/run_spec.py, as every other command that
-runs agents builds and runs its own. `tasks` and `report` never import torch. Errors print one line (exit 2);
+Env and agent names come from llm_side/registry.py: the built-ins, and third-party ones installed under the
+entry-point groups `muse_llm.envs` / `muse_llm.agents` (a `module:factory` path is refused: no code from settings).
+A run is a RunSpec built and run by llm_side/run_spec.py, as every other command that runs agents builds and
+runs its own. `tasks` and `report` never import torch. Errors print one line (exit 2);
 MUSE_LLM_DEBUG=1 shows the traceback instead.
 """
 
@@ -96,8 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an agent on tasks x episodes (resumes an existing --out)")
     run.add_argument("--config", help="YAML of run settings (configs/llm/); flags override it")
-    add_task_flags(run, env_help=f"one of {', '.join(registry.ENVS)} or module:factory")
-    run.add_argument("--agent", help=f"one of {', '.join(registry.AGENTS)} or module:factory")
+    add_task_flags(run, env_help=f"one of {', '.join(registry.names('env'))} or a plugin "
+                   "registered under the entry-point group muse_llm.envs")
+    run.add_argument("--agent", help=f"one of {', '.join(registry.names('agent'))} or a plugin registered "
+                     "under the entry-point group muse_llm.agents")
     run.add_argument("--episodes", type=int, help="episodes (trials) per task; default 1")
     run.add_argument("--env-opt", action="append", metavar="K=V", help="env option, repeatable")
     run.add_argument("--agent-opt", action="append", metavar="K=V", help="agent option, repeatable")

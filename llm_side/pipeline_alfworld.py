@@ -29,7 +29,7 @@ from llm_side.backends import default_model
 from llm_side.run_spec import RunSpec, build_spec, execute, make_agent, make_env, parse_options, run_command
 from muse_common import metrics
 from muse_common.arg_parser import ArgumentParser
-from muse_common.files import atomic_write_json, read_jsonl
+from muse_common.files import atomic_write_json
 from muse_common.settings import fields_of
 
 STAGES = ("collect", "train-sa", "sft", "dpo", "deploy", "deploy-noadapt")
@@ -80,7 +80,10 @@ class PipelineConfig:
 
 
 def _records(folder: Path) -> list[dict[str, Any]]:
-    return list(read_jsonl(folder / "episodes.jsonl"))
+    """The stage's episode records through the one reader of their kind (checked, each (task, episode) once)."""
+    from llm_side.harness.records import load_records
+
+    return load_records(folder)
 
 
 def _env(cfg: PipelineConfig) -> Any:

@@ -6,6 +6,13 @@ opts) -> Agent`, where `opts` is the module's frozen `Options` dataclass (`AGENT
 or a mapping that `muse_common.settings.build_options` turns into one, refusing an unknown key (with the
 closest valid one) or a value of the wrong type. An agent factory raises ValueError naming the env when
 the pair makes no sense.
+
+Third-party envs and agents are a registered extension point: a package declares them under the Python
+entry-point groups `muse_llm.envs` and `muse_llm.agents` (`[project.entry-points."muse_llm.envs"]` in its
+pyproject.toml, `mine = "my_pkg.envs:make_env"`), and `--env mine` finds them once that package is
+installed. Nothing else is imported: a name from the command line or a settings file is looked up here,
+never imported as a `module:attr` path, so a settings file someone sends cannot run code.
+A plugin env factory gets its `--env-opt` values as keywords, a plugin agent factory the mapping.
 """
 
 from __future__ import annotations
@@ -61,11 +68,56 @@ def agent_envs(agent: str) -> tuple[str, ...]:
     return AGENT_ENVS.get(agent, tuple(ENVS))
 
 
+ENTRY_POINT_GROUPS: dict[str, str] = {"env": "muse_llm.envs", "agent": "muse_llm.agents"}
+"""The Python entry-point group third-party envs and agents register under (see the module docstring)."""
+
+
+def plugins(kind: str) -> dict[str, Any]:
+    """Installed third-party `kind`s ("env" or "agent"): name -> importlib.metadata EntryPoint. A plugin never
+    replaces a built-in of the same name."""
+    from importlib.metadata import entry_points
+
+    table = ENVS if kind == "env" else AGENTS
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]) if ep.name not in table}
+
+
+def names(kind: str) -> list[str]:
+    """Every name `--env` / `--agent` takes: the built-ins, then the installed plugins."""
+    table = ENVS if kind == "env" else AGENTS
+    return [*table, *sorted(plugins(kind))]
+
+
+def is_plugin(kind: str, name: str) -> bool:
+    """Whether `name` is an installed third-party `kind` (not a built-in)."""
+    table = ENVS if kind == "env" else AGENTS
+    return name not in table and name in plugins(kind)
+
+
+def unknown_message(kind: str, name: str) -> str:
+    """The one line for a name that is neither built in nor registered (a `module:factory` path included)."""
+    how = (f"a third-party {kind} is installed as a package that registers it under the entry-point group "
+           f"{ENTRY_POINT_GROUPS[kind]}")
+    if ":" in name:
+        return (f"{kind} '{name}' is not a registered {kind}: a module:factory path is never imported or run "
+                f"(a settings file must not run code); {how}; choose one of: {', '.join(names(kind))}.")
+    return f"unknown {kind} '{name}'; choose one of: {', '.join(names(kind))} ({how})."
+
+
 def _load(table: dict[str, str], kind: str, name: str) -> Callable[..., Any]:
-    if name not in table:
-        raise ValueError(f"unknown {kind} '{name}'; choose one of: {', '.join(sorted(table))}.")
-    module, attr = table[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    if name in table:
+        module, attr = table[name].split(":")
+        return getattr(importlib.import_module(module), attr)
+    found = plugins(kind).get(name) if kind in ENTRY_POINT_GROUPS else None
+    if found is None:
+        raise ValueError(unknown_message(kind, name))
+    try:
+        factory = found.load()
+    except AttributeError as exc:
+        raise ValueError(f"{kind} '{name}' (entry point {found.value} in group {found.group}) cannot be "
+                         f"loaded: {exc}") from None
+    if not callable(factory):
+        raise ValueError(f"{kind} '{name}' (entry point {found.value}) is not a factory function.")
+    return factory
 
 
 def env_factory(name: str) -> Callable[..., Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from llm_side.backends import DEFAULT_MODEL
-from muse_common.overrides import yaml_problem
+from muse_common.overrides import load_yaml, yaml_problem
 
 
 class SettingsError(ValueError):
@@ -24,15 +24,17 @@ def load_settings(path: str | None, keys: tuple[str, ...], what: str = "run sett
     """The mapping in the YAML file `path` ({} when no file is given), refused with a `SettingsError`
     when the file is missing, not UTF-8, not YAML, empty, not a mapping, has keys outside `keys`, or has
     an `env_opt`/`agent_opt` that is not a mapping."""
-    if not path:
+    if path is None:
         return {}
+    if not str(path).strip():
+        raise SettingsError("--config is empty (''); give a YAML file, or drop --config")
     p = Path(path)
     if p.exists() and not p.is_file():  # a folder, or a named pipe that would be read forever
         raise SettingsError(f"config file {p} is not a regular file; give a YAML file")
     if not p.is_file():
         raise SettingsError(f"config file {p} not found")
     try:
-        data = yaml.safe_load(p.read_bytes().decode("utf-8"))
+        data = load_yaml(p.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as e:
         raise SettingsError(f"config file {p} is not UTF-8 text (byte {e.start}); give a YAML file") from None
     except yaml.YAMLError as e:

@@ -11,7 +11,6 @@ one; a bad integer; an agent on an env it does not run on), and every run folder
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 import random
@@ -30,6 +29,13 @@ RUN_KEYS = ("env", "agent", "split", "tasks", "limit", "episodes", "max_steps", 
             "agent_opt")
 """The keys of a run settings file (`muse-llm run --config`), named as the flags are."""
 INT_SETTINGS = {"limit": 1, "episodes": 1, "max_steps": 1, "seed": 0}  # name -> smallest allowed
+INT_LIMITS: dict[str, tuple[int, str]] = {
+    "limit": (1_000_000, "tasks; the largest env has some thousands"),
+    "episodes": (10_000, "episodes per task; the papers use up to 10"),
+    "max_steps": (100_000, "steps per episode; the envs end theirs within some hundreds"),
+    "seed": (2**31 - 1, "a 32-bit seed, what torch and numpy take"),
+}
+"""name -> (largest allowed, why): a typo such as --episodes 99999999999999999999 is one line, not a run."""
 RUN_FILE = "run.json"
 RUN_JSON_KEYS = ("env", "agent", "model", "seed", "episodes", "max_steps", "tasks", "env_opt", "agent_opt")
 """The settings a run.json holds (besides `argv`, the command line that wrote it); `RunSpec.settings`."""
@@ -51,7 +57,7 @@ class RunSpec:
     """What one run is: the env and its options, the agent and its options, the model, the task
     selection, the episodes per task, the step limit and the seed. `env_opt` / `agent_opt` are the
     options as given (what run.json stores); `env_options` / `agent_options` the checked `Options`
-    built from them (the mapping itself for a `module:factory` plugin)."""
+    built from them (the mapping itself for a registered third-party plugin)."""
 
     env: str
     agent: str
@@ -99,13 +105,8 @@ def _not_importable(kind: str, name: str, exc: ImportError) -> UsageError:
 
 
 def resolve(kind: str, name: str) -> Callable[..., Any]:
-    """Registry name or `module:attr` path -> factory."""
-    if ":" in name:
-        module, attr = name.split(":", 1)
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise UsageError(f"cannot load {kind} '{name}': {exc}") from None
+    """Registry name (built in, or a plugin registered under the entry-point group `muse_llm.envs` /
+    `muse_llm.agents`) -> factory. Nothing else is imported: a `module:factory` path is refused in one line."""
     try:
         return registry.env_factory(name) if kind == "env" else registry.agent_factory(name)
     except ValueError as exc:
@@ -116,8 +117,8 @@ def resolve(kind: str, name: str) -> Callable[..., Any]:
 
 def check_options(kind: str, name: str, options: Any) -> Any:
     """A registered env's or agent's `Options` built from `--env-opt`/`--agent-opt` values (and the settings
-    file's `env_opt`/`agent_opt`), or a UsageError naming the option and what it allows; a `module:factory`
-    plugin gets the mapping as given."""
+    file's `env_opt`/`agent_opt`), or a UsageError naming the option and what it allows; a registered
+    third-party plugin gets the mapping as given."""
     table = registry.ENV_OPTIONS if kind == "env" else registry.AGENT_OPTIONS
     if name not in table:
         return options
@@ -148,6 +149,9 @@ def check_int(key: str, value: Any) -> int | None:
         raise UsageError(f"'{key}' must be an integer >= {INT_SETTINGS[key]}, got {value!r}")
     if value < INT_SETTINGS[key]:
         raise UsageError(f"'{key}' must be >= {INT_SETTINGS[key]}, got {value}")
+    high, why = INT_LIMITS[key]
+    if value > high:
+        raise UsageError(f"'{key}' must be at most {high} ({why}), got {value}")
     return value
 
 
@@ -278,12 +282,40 @@ def read_run_file(path: Path, fix: str) -> dict[str, Any]:
     return info
 
 
+def model_identity(spec: Any) -> Any:
+    """What of a model spec a resume must keep: the model. The endpoint of a served model (`openai:URL:MODEL`)
+    may change between a run and its resume (the server moved, or the stop line said to fix the URL), so
+    `openai:http://a/v1:qwen` and `openai:http://b/v1:qwen` are the same model; any other spec is compared whole."""
+    if isinstance(spec, str) and spec.startswith("openai:"):
+        url, sep, model = spec.removeprefix("openai:").rpartition(":")
+        if sep and url:
+            return ("openai", model)
+    return spec
+
+
+RESUME_MAY_CHANGE = ("the server URL of an openai:URL:MODEL model (not the model)", "the command line (argv)",
+                     "MUSE_LLM_HTTP_* client settings")
+"""What a resume may change (docs/reliability.md); every other key of run.json must match."""
+
+
 def check_resume(run_file: Path, settings: dict[str, Any]) -> None:
     """A run folder is resumed only with the settings its run.json names (as `muse-wm` does): a resume
-    with another model, seed, step limit, task list or option would mix two runs under one run.json."""
+    with another model, seed, step limit, task list or option would mix two runs under one run.json. The
+    endpoint of a served model may change (`model_identity`); a new one is said in one line and kept in
+    run.json's `endpoints`, so the records stay traceable."""
     old = read_run_file(run_file, "delete it to resume with the settings given, or pass a different --out folder")
     now = json.loads(json.dumps(settings))  # as run.json stores them (tuples as lists)
-    differ = [k for k in now if old.get(k) != now[k]]
+    same = {"model": model_identity}
+    differ = [k for k in now if same.get(k, lambda v: v)(old.get(k)) != same.get(k, lambda v: v)(now[k])]
+    if not differ and old.get("model") != now.get("model"):
+        from muse_common.files import atomic_write_json
+
+        print(f"muse-llm: resuming {run_file.parent} with the model at a new endpoint ({old.get('model')} there, "
+              f"{now.get('model')} now); the model is the same, so the run goes on", file=sys.stderr)
+        prev = old.get("endpoints")
+        prev = prev if isinstance(prev, list) else [old.get("model")]
+        endpoints = [*prev, now["model"]][-100:]  # the last hundred: a file someone sent cannot grow it for ever
+        atomic_write_json(run_file, {**old, "model": now["model"], "endpoints": endpoints})
     if differ:
         pairs = "; ".join(f"{k}: {old.get(k)!r} there, {now[k]!r} now" for k in differ)
         raise UsageError(f"--out {run_file.parent} holds a run with other settings ({pairs}); rerun with the settings "

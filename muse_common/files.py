@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -11,9 +12,111 @@ from pathlib import Path
 from typing import Any
 
 
+class UnsafePath(OSError):
+    """A write that would follow a symbolic link or leave the folder it was given; one line, names the path.
+
+    A subclass of OSError, so every command that already reports a failed write as one line reports this too."""
+
+
+NAME_MAX_LEN = 128
+"""The longest name from input (task, model, run, seed) that becomes part of a path: a file name stays far
+below the 255 bytes file systems allow, with room for the project's prefixes and suffixes."""
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]*")
+
+
+def name_problem(value: object, what: str = "name") -> str | None:
+    """Why `value` cannot become one component of a path (empty, a `/`, `..`, a leading dot or dash, a
+    control character, too long), or None. Names from input are checked with this before any path is built."""
+    text = str(value)
+    if not text:
+        return f"{what} is empty; give a name of letters, digits and . _ + = @ -"
+    if len(text) > NAME_MAX_LEN:
+        return f"{what} is {len(text)} characters long; at most {NAME_MAX_LEN} (it becomes a file name)"
+    if not _NAME.fullmatch(text) or ".." in text:
+        return (f"{what} {text!r} cannot be part of a path; use letters, digits and . _ + = @ - "
+                "(no '/', no '..', not starting with '.' or '-')")
+    return None
+
+
+def check_name(value: object, what: str = "name") -> str:
+    """`value` as a string when `name_problem` finds nothing, else ValueError with its one line."""
+    problem = name_problem(value, what)
+    if problem:
+        raise ValueError(problem)
+    return str(value)
+
+
+def link_problem(path: str | Path) -> str | None:
+    """Why writing at `path` could reach a file elsewhere: `path` or its folder is a symbolic link. None
+    when neither is (a missing path is fine)."""
+    p = Path(path)
+    for q in (p, p.parent):
+        if q.is_symlink():
+            return (f"{q} is a symbolic link; this program never writes through a link (a received run folder "
+                    f"could point it at any file you can write): remove the link, or give another folder")
+    return None
+
+
+def refuse_link(path: str | Path) -> None:
+    """Raise UnsafePath (one line) when `link_problem` finds one."""
+    problem = link_problem(path)
+    if problem:
+        raise UnsafePath(problem)
+
+
+RUN_FOLDER_SCAN_LIMIT = 200_000
+"""Entries looked at by `run_folder_links` before it stops: a run folder holds some thousands (checkpoints),
+so a bigger one is not a run folder, and the scan stays under a second."""
+
+
+def run_folder_links(folder: str | Path) -> list[Path]:
+    """The symbolic links inside `folder` (not the folder itself, which the user named), without following
+    any. A run writes only inside its folder, so a link there (a received folder's `.run.lock` pointing at
+    ~/.bashrc) is refused before the run opens anything."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    found: list[Path] = []
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in [*dirnames, *filenames]:
+            seen += 1
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                found.append(p)
+        if seen > RUN_FOLDER_SCAN_LIMIT:
+            break
+    return found
+
+
+def run_folder_link_problem(folder: str | Path) -> str | None:
+    """One line naming the first link inside `folder` (see `run_folder_links`), or None."""
+    links = run_folder_links(folder)
+    if not links:
+        return None
+    more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
+    return (f"{links[0]} is a symbolic link inside the run folder{more}; a run never writes through a link "
+            f"(a received folder could point it at any file you can write): remove it, or give another folder")
+
+
+def open_nofollow(path: str | Path, flags: int, mode: int = 0o666) -> int:
+    """os.open with O_NOFOLLOW after `refuse_link` on the path and its folder: the file descriptor of `path`
+    itself, never of what a link points to (ELOOP from the kernel becomes the same one line)."""
+    refuse_link(path)
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as e:
+        if e.errno == 40:  # ELOOP: the last component became a link between the check and the open
+            raise UnsafePath(link_problem(path) or f"{path} is a symbolic link; never written through") from None
+        raise
+
+
 def output_dir_problem(path: str | Path) -> str | None:
-    """Why `path` cannot be an output folder (an existing file; a read-only or unwritable disk), or
-    None. Checked before any work and without creating anything."""
+    """Why `path` cannot be an output folder (empty; an existing file; a read-only or unwritable disk), or
+    None. Checked before any work and without creating anything. (Links inside a run folder are refused when
+    its lock is taken, `run_lock.run_folder_lock`, before the run writes anything.)"""
+    if str(path).strip() == "":
+        return "the output folder is empty (''); give a folder name (a '.' for the current folder is explicit)"
     p = Path(path).expanduser().absolute()
     if p.exists() and not p.is_dir():
         return f"{p} is an existing file, not a folder; give a folder (new, or one an earlier run wrote)"
@@ -33,9 +136,11 @@ def output_dir_problem(path: str | Path) -> str | None:
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write to a temp file in the same folder, fsync, then rename over `path`."""
+    """Write to a temp file in the same folder, fsync, then rename over `path`. The rename replaces a link
+    at `path` rather than writing through it; a `path` or folder that is a link is refused (UnsafePath)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_link(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are meant to be shared
@@ -75,7 +180,9 @@ def atomic_save_figure(fig: Any, path: str | Path, dpi: int = 120) -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_link(path)
     tmp = path.with_name(f".{path.stem}.tmp.png")
+    tmp.unlink(missing_ok=True)  # a link left at the temp name is removed, never written through
     try:
         fig.savefig(tmp, dpi=dpi, format="png")
         os.replace(tmp, path)
@@ -97,10 +204,13 @@ def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, default=_default) + "\n"
     try:
-        with open(path, "a") as f:
+        fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "a") as f:
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
+    except UnsafePath:
+        raise
     except OSError as e:
         raise _named(e, path) from None
 

@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from muse_common.files import UnsafePath, open_nofollow, run_folder_link_problem
+
 LOCK_FILE = ".run.lock"
 
 
@@ -60,12 +62,19 @@ def _holder(path: Path, wait_s: float = 2.0) -> str:
 def run_folder_lock(folder: str | Path, flag: str = "--logdir") -> Iterator[Path]:
     """Hold the lock of `folder` (created if missing) for the block, or raise RunFolderBusy at once.
 
-    `flag` names the command-line option of the folder in the refusal line."""
+    `flag` names the command-line option of the folder in the refusal line. A symbolic link anywhere inside
+    the folder (a received folder's `.run.lock` pointing at a file of yours) is refused with UnsafePath
+    before anything is opened, and the lock file is opened without following links."""
     folder = Path(folder)
+    if str(folder).strip() == "":
+        raise UnsafePath(f"{flag} is empty (''); give a folder name")
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
+    problem = run_folder_link_problem(folder)
+    if problem:
+        raise UnsafePath(f"{flag} {folder}: {problem}")
     path = folder / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

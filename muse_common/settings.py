@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import yaml
 
-from muse_common.overrides import yaml_problem
+from muse_common.overrides import BoundedLoader, load_yaml, yaml_problem
 
 
 class SettingsError(ValueError):
@@ -53,6 +53,8 @@ class Allowed:
 
     ok: Callable[[Any, Any], bool]
     words: str
+    upper: bool = False
+    """True for an upper bound (`at_most`): a numeric field without one gets the generic bound of `validate`."""
 
 
 def setting(default: Any, *rules: Allowed) -> Any:
@@ -76,6 +78,28 @@ def number_above(low: float) -> Allowed:
     return Allowed(lambda v, _: finite(v) and v > low, f"a finite number > {low}")
 
 
+def at_most(high: float, why: str) -> Allowed:
+    """An upper bound with its reason (shown in the error): every numeric setting has one, so a typo such as
+    `model.deter=1e12` or `regulation.horizon=1e9` is one line, not a 90-line traceback or a killed process."""
+    return Allowed(lambda v, _: not finite(v) or v <= high, f"at most {high:g} ({why})", upper=True)
+
+
+INT_MAX = 2**31 - 1
+"""The generic upper bound of an integer setting without its own: a 32-bit integer, what JAX, numpy seeds
+and the env libraries take; a bigger count is a typo (a run of 2**31 steps would take years)."""
+FLOAT_MAX = 1e9
+"""The generic upper bound of a float setting without its own: no rate, weight, ratio or scale here is near
+it, so a bigger value is a typo."""
+
+
+def _generic_upper(value: Any) -> Allowed | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):
+        return at_most(INT_MAX, "a 32-bit integer; a bigger count is a typo")
+    return at_most(FLOAT_MAX, "no setting of this kind is near it; a bigger value is a typo")
+
+
 def validate(node: Any, prefix: str = "", *, noun: str = "config key",
              error: type[Exception] = SettingsError) -> None:
     """Check every field's `Allowed` rules, sections included; `error` names the first key out of range."""
@@ -84,7 +108,11 @@ def validate(node: Any, prefix: str = "", *, noun: str = "config key",
         if dataclasses.is_dataclass(value):
             validate(value, f"{prefix}{f.name}.", noun=noun, error=error)
             continue
-        for allowed in f.metadata.get("allowed", ()):
+        rules = tuple(f.metadata.get("allowed", ()))
+        if not any(r.upper for r in rules):
+            generic = _generic_upper(value)
+            rules += (generic,) if generic else ()
+        for allowed in rules:
             if value is None:  # `T | None` fields: None means "not set", no range applies
                 continue
             if not allowed.ok(value, node):
@@ -122,6 +150,11 @@ def _type_words(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+def _printable(text: str) -> str:
+    """`text` with control characters escaped (a key from input stays on the error's one line)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))
+
+
 class Settings:
     """Reads nested data into the root dataclass `root`, naming keys in errors as `noun` ("config key")."""
 
@@ -130,6 +163,7 @@ class Settings:
 
     # -- errors
     def unknown_key(self, key: str, valid: Sequence[str]) -> Exception:
+        key = _printable(key)
         close = difflib.get_close_matches(key.split(".")[-1], valid, n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         return self.error(f"unknown {self.noun} '{key}'.{hint} Valid keys here: {', '.join(sorted(valid))}.")
@@ -241,7 +275,12 @@ class Settings:
             cls: type = self.root
             for i, part in enumerate(parts[:-1]):
                 fields = fields_of(cls)
-                if part not in fields or not dataclasses.is_dataclass(typing.get_type_hints(cls)[part]):
+                if part in fields and not dataclasses.is_dataclass(typing.get_type_hints(cls)[part]):
+                    here = ".".join(parts[: i + 1])
+                    raise self.error(f"{self.noun} '{here}' is a value, not a section, so '{_printable(dotted)}' "
+                                     "names nothing; "
+                                     f"give {here}=VALUE.")
+                if part not in fields:
                     raise self.unknown_key(".".join(parts[: i + 1]), list(fields))
                 cls = typing.get_type_hints(cls)[part]
                 node = node.setdefault(part, {})
@@ -315,8 +354,9 @@ def describe(cls: type) -> str:
 
 
 # ---- YAML files -------------------------------------------------------------------------------------
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last silently)."""
+class _UniqueKeyLoader(BoundedLoader):
+    """The bounded SafeLoader (depth, expanded size) that also refuses a key given twice in one mapping (plain
+    YAML keeps the last silently)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -337,6 +377,8 @@ def read_yaml_mapping(path: Path, *, error: type[Exception] = SettingsError, wha
     mapping, not a regular file). `what` names the file's kind; `empty_hint` follows "is empty;"."""
     if path.exists() and not path.is_file() and not path.is_dir():  # reading a named pipe would wait forever
         raise error(f"{what} {path} is not a regular file (a named pipe, socket or device); give a YAML file.")
+    if str(path).strip() in ("", "."):
+        raise error(f"{what} path is empty ('{path}'); give a YAML file.")
     try:
         raw = path.read_bytes()
     except IsADirectoryError:
@@ -349,7 +391,7 @@ def read_yaml_mapping(path: Path, *, error: type[Exception] = SettingsError, wha
         raise error(f"{what} {path} is not a UTF-8 text file (byte {e.start} is 0x{raw[e.start]:02x}); "
                     "give a YAML file.") from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = load_yaml(text, _UniqueKeyLoader)
     except yaml.YAMLError as e:
         raise error(f"{what} {path} is not valid YAML: {yaml_problem(e)}.") from None
     if data is None:

@@ -246,10 +246,15 @@ def verify_integrity(step_dir: Path) -> None:
     record = step_dir / INTEGRITY_FILE
     if not record.exists():
         return  # saved by another tool, or killed between orbax's rename and this record: trust orbax
+    problem = None
     try:
-        files = json.loads(record.read_text())["files"]
-    except (json.JSONDecodeError, KeyError) as e:
-        raise CheckpointCorruptError(f"checkpoint file {record} is damaged ({e}); "
+        files = json.loads(record.read_bytes().decode("utf-8"))["files"]
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError, OSError, RecursionError) as e:
+        problem, files = f"not a JSON object with 'files' ({type(e).__name__})", {}
+    if problem is None:
+        problem = _integrity_problem(files)
+    if problem:
+        raise CheckpointCorruptError(f"checkpoint file {record} is damaged ({problem}); "
                                      f"{corrupt_fix(step_dir)}.") from None
     fix = corrupt_fix(step_dir)
     for rel, want in files.items():
@@ -263,6 +268,24 @@ def verify_integrity(step_dir: Path) -> None:
                 f"expected {want['size']}; {fix}.")
         if _crc32(path) != want["crc32"]:
             raise CheckpointCorruptError(f"checkpoint file {path} is corrupt (CRC32 mismatch); {fix}.")
+
+
+def _integrity_problem(files: Any) -> str | None:
+    """Why `muse_files.json`'s 'files' is not a record of a step (it lists every file with its size and CRC32:
+    never empty, names inside the step folder, non-negative integers), or None. A received checkpoint's record
+    is checked before it is believed: `{"files": []}` would otherwise pass every file unchecked."""
+    if not isinstance(files, dict) or not files:
+        return "its 'files' is not a non-empty mapping of file -> size and CRC32"
+    for rel, want in files.items():
+        parts = Path(rel).parts
+        if not rel or Path(rel).is_absolute() or ".." in parts:
+            return f"it names {rel!r}, a path outside the step folder"
+        ok = isinstance(want, dict) and all(
+            isinstance(want.get(k), int) and not isinstance(want.get(k), bool) and want[k] >= 0
+            for k in ("size", "crc32"))
+        if not ok:
+            return f"its entry for {rel!r} is not a size and CRC32"
+    return None
 
 
 def _tree_bytes(path: Path) -> int:
@@ -291,6 +314,9 @@ class Checkpointer:
         if keep < 1:
             raise ValueError(f"Checkpointer keep={keep}: keep at least 1 checkpoint "
                              "(train.keep_checkpoints).")
+        if Path(directory).exists() and not Path(directory).is_dir():
+            raise CheckpointError(f"{directory} is a file, not a checkpoint folder; move it away (a run keeps its "
+                                  "checkpoints in that folder) or give another --logdir")
         self.directory = Path(directory).resolve()
         # cleanup_tmp_directories: a write cut short (kill, full disk) leaves a tmp folder; the next start removes it
         # several hosts: each process keeps its own checkpoints in its own folder (parallel.process_logdir)

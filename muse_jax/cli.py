@@ -229,6 +229,7 @@ def _adapt_command(args: argparse.Namespace, started: list[bool]) -> int:
 def _report(e: BaseException, started: bool) -> int | None:
     """One stderr line for a known way a run ends, and its exit code: 2 fix the command, 1 the run
     stopped (what finished is kept), 130 interrupted; None for anything else (a real bug: traceback)."""
+    from muse_common.files import UnsafePath
     from muse_common.run_lock import RunFolderBusy
     from muse_jax.config import ConfigError
     from muse_jax.errors import CheckpointError, CheckpointWriteError, NonFiniteLossError
@@ -236,7 +237,7 @@ def _report(e: BaseException, started: bool) -> int | None:
     if isinstance(e, CheckpointWriteError):
         _say(f"muse-wm: stopped: {e}")
         return 1
-    if isinstance(e, ConfigError | CheckpointError | FileNotFoundError | ValueError | RunFolderBusy):
+    if isinstance(e, ConfigError | CheckpointError | FileNotFoundError | ValueError | RunFolderBusy | UnsafePath):
         _say(f"muse-wm: error: {e}")
         return 2
     if isinstance(e, NonFiniteLossError):

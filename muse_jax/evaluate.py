@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from muse_common import metrics as M
-from muse_common.files import atomic_save_figure, atomic_write_json, atomic_write_text, read_jsonl
+from muse_common.files import atomic_save_figure, atomic_write_json, atomic_write_text
+from muse_common.records import ADAPT_EPISODE, read_records
 from muse_jax.agent_kinds import AGENT_KINDS
 
 SIGNAL_NAMES = {"muse": "competence sum", "dreamer": "critic value"}
@@ -439,7 +440,7 @@ def compare(runs: Sequence[str | Path], out: str | Path | None = None) -> str:
     if out is not None:
         curves = {}
         for run, r in zip(runs, results, strict=True):
-            eps = list(read_jsonl(Path(run) / "episodes.jsonl"))
+            eps = read_records(Path(run) / "episodes.jsonl", ADAPT_EPISODE)
             curves[f"{_name(r)} ({Path(run).name})"] = step_predictions(eps)
         M.plot_roc(curves, out, title="Self-awareness on novel tasks")
     return table1_side_by_side(results) + "\n" + table_markdown(results)

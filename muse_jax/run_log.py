@@ -8,25 +8,28 @@ Non-finite floats are written as null in JSON (JSON has no NaN) and skipped in T
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
-from muse_common.files import append_jsonl, atomic_write_jsonl, read_jsonl
+from muse_common.files import append_jsonl
+from muse_common.records import PRETRAIN_METRICS, cut_torn_tail, read_records
+
+
+def _say(message: str) -> None:
+    print(f"muse-wm: {message}", file=sys.stderr)
 
 
 def drop_metrics_after(path: str | Path, env_steps: int) -> None:
-    """On resume, forget metrics lines logged after the checkpoint we resume from: they will be logged
-    again, and duplicates would make plots zig-zag. Rewritten atomically."""
-    path = Path(path)
-    if not path.exists():
-        return
-    rows = list(read_jsonl(path))
-    keep = [r for r in rows if int(r.get("env_steps", 0)) <= env_steps]
-    if len(keep) != len(rows):
-        atomic_write_jsonl(path, keep)
+    """On resume, check metrics.jsonl (`muse_common.records.PRETRAIN_METRICS`) and forget the rows logged after
+    the checkpoint we resume from, duplicates and a torn last line: they will be logged again, and kept they
+    would make plots zig-zag. Each drop is said in one line; a row that is not a metrics row (`step: "abc"`,
+    out of order) stops the run with RecordError (one line naming file and line). Rewritten atomically."""
+    read_records(path, PRETRAIN_METRICS, resume=True, upto=env_steps, say=_say)
 
 
 class RunLogger:
@@ -37,6 +40,7 @@ class RunLogger:
         self.dir = Path(logdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "metrics.jsonl"
+        cut_torn_tail(self.path, _say)  # the next row never glues onto a kill's half line
         self._tb = None
         if tensorboard:
             from tensorboardX import SummaryWriter
@@ -58,10 +62,17 @@ class RunLogger:
         append_jsonl(self.path, clean)
         if self._tb is not None:
             step = int(record["step"])
-            for k, v in record.items():
-                if k != "step" and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-                    self._tb.add_scalar(k, v, step)
-            self._tb.flush()
+            try:
+                for k, v in record.items():
+                    if k != "step" and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                        self._tb.add_scalar(k, v, step)
+                self._tb.flush()
+            except OSError as e:  # a full disk: one stop line naming the folder, no tensorboardX traceback after it
+                tb, self._tb = self._tb, None
+                _abandon(tb)
+                if e.filename is None and e.errno:
+                    raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(self.dir / "tb")) from None
+                raise
 
     def close(self) -> None:
         self._bar.close()

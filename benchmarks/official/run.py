@@ -46,7 +46,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.learning_curve import append_new, in_series  # noqa: E402  (the same file, keys and series)
 from benchmarks.report import emit_record  # noqa: E402
-from muse_common.files import read_jsonl  # noqa: E402  (warns on a bad line instead of dropping it)
+from muse_common.files import name_problem, read_jsonl  # noqa: E402  (warns on a bad line instead of dropping it)
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OFFICIAL_VERSION = "dreamer==3.3.1"
@@ -237,9 +237,46 @@ def load_budget(path: Path | None) -> dict[str, Any]:
         except (OSError, json.JSONDecodeError) as exc:
             raise SystemExit(f"--budget-json {path}: cannot read it as JSON ({exc}); "
                              "give a JSON object file.") from None
+        if not isinstance(data, dict):
+            raise SystemExit(f"--budget-json {path}: holds a JSON {type(data).__name__}, not an object; "
+                             "give a JSON object file.")
         budget.update({k: data[k] for k in (*BUDGET_KEYS, "log_every", "seeds") if k in data})
+        problem = budget_problem(budget)
+        if problem:
+            raise SystemExit(f"--budget-json {path}: {problem}.")
     budget["prefill"] = 0  # the official code has no random prefill, whatever this project's budget uses
     return budget
+
+
+BUDGET_LIMITS: dict[str, tuple[float, float]] = {
+    "train_ratio": (1e-3, 4096),  # replayed steps per agent step; the official configs use up to 1024
+    "batch": (1, 4096), "seq_len": (1, 4096), "num_envs": (1, 1024), "action_repeat": (1, 100),
+    "episode_frames": (1, 1_000_000), "log_every": (1, 10**9),
+    "env_steps_total": (1, 10**9),  # a billion agent steps is years of this CPU budget
+    "prefill": (0, 10**9),
+}
+"""The range of each numeric budget key (lowest, highest): anything past it is a typo, not a run."""
+SEED_MAX = 2**31 - 1  # the official code's seed is a 32-bit int
+
+
+def budget_problem(budget: dict[str, Any]) -> str | None:
+    """Why a budget (the default, a --budget-json file's keys, the flags over them) cannot be run, or None:
+    a non-number, NaN, a value out of `BUDGET_LIMITS`, a size that is no name, seeds not a list of ints."""
+    for key, (low, high) in BUDGET_LIMITS.items():
+        value = budget.get(key)
+        integer = key != "train_ratio"
+        ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok_type or not (math.isfinite(value) and low <= value <= high):
+            kind = "an integer" if integer else "a number"
+            return f"{key}={value!r} must be {kind} from {low:g} to {high:g}"
+    problem = name_problem(budget.get("size"), "size")
+    if problem:
+        return problem
+    seeds = budget.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= SEED_MAX for x in seeds):
+        return f"seeds={seeds!r} must be a non-empty list of integers from 0 to {SEED_MAX}"
+    return None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -275,6 +312,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    problem = name_problem(args.task, "--task")
+    if problem:
+        raise SystemExit(problem + ".")
     reason = official_available(args.official_venv)
     if reason and not args.convert_only:
         raise SystemExit(reason)
@@ -287,10 +327,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       ("log_every", "log_every")):
         if getattr(args, flag) is not None:
             budget[key] = getattr(args, flag)
-    for key in ("env_steps_total", "batch", "seq_len", "num_envs", "action_repeat", "episode_frames", "log_every"):
-        if int(budget[key]) < 1:
-            raise SystemExit(f"budget {key}={budget[key]} must be >= 1.")
-    seeds = args.seeds if args.seeds is not None else list(budget["seeds"])
+    seeds = list(args.seeds) if args.seeds is not None else budget["seeds"]
+    problem = budget_problem({**budget, "seeds": seeds})  # the flags checked as the budget file's keys
+    if problem:
+        raise SystemExit(f"budget {problem}.")
+    seeds = list(seeds)
     # absolute: the official process runs inside its seed folder, where a relative logdir would nest
     args.runs_dir, args.out_dir = args.runs_dir.resolve(), args.out_dir.resolve()
     out = args.out_dir / f"{args.suite}_{args.task}.jsonl"

@@ -38,7 +38,6 @@ from llm_side.agents import prompting, reflexion
 from llm_side.agents import self_awareness as sa
 from llm_side.agents.reflexion import ReflexionAgent
 from llm_side.harness.contracts import LLM, Decision, EpisodeOutcome, Observation, TextEnv
-from muse_common.files import read_jsonl
 from muse_common.settings import Allowed, build_options, integer_at_least, setting
 
 REPLAY_FILE = "replay.jsonl"
@@ -199,7 +198,10 @@ def _to_json(e: sa.SAExample) -> dict[str, Any]:
 
 def load_replay(msa_dir: str | Path) -> list[sa.SAExample]:
     """Pre-deployment chunks saved next to the M_sa weights (empty if none)."""
-    return [sa.SAExample(**r) for r in read_jsonl(Path(msa_dir) / REPLAY_FILE)]
+    from muse_common.records import SA_EXAMPLE, read_records
+
+    rows = read_records(Path(msa_dir) / REPLAY_FILE, SA_EXAMPLE)  # a row failing the schema: one line (RecordError)
+    return [sa.SAExample(**{k: r[k] for k in ("task", "plan", "chunk", "label")}) for r in rows]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,21 +39,23 @@ class BackendRequestError(ValueError):
     fatal = True
 
 
-def env_number(name: str, default: float, *, integer: bool, low: float, above: bool = False) -> float:
+def env_number(name: str, default: float, *, integer: bool, low: float, above: bool = False,
+               high: float = float("inf")) -> float:
     """A numeric setting from the environment variable `name` (default when unset or empty), or a
-    ValueError naming the variable, the value and what is allowed."""
+    ValueError naming the variable, the value and what is allowed: checked like a flag, with an upper
+    bound `high` so a typo (`1e9` retries) cannot make a run wait for ever."""
     import math
 
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     kind = "an integer" if integer else "a number"
-    allowed = f"{kind} {'>' if above else '>='} {low:g}"
+    allowed = f"{kind} {'>' if above else '>='} {low:g}" + (f" and <= {high:g}" if math.isfinite(high) else "")
     try:
         value = int(raw) if integer else float(raw)
     except ValueError:
         value = None
-    if value is None or not math.isfinite(value) or value < low or (above and value == low):
+    if value is None or not math.isfinite(value) or value < low or (above and value == low) or value > high:
         raise ValueError(f"{name}={raw!r} must be {allowed} (default {default:g}); fix or unset it")
     return value
 

@@ -15,6 +15,7 @@ answers them one after another, as before. benchmarks/llm_sampling.py measures b
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -35,6 +36,18 @@ class BackendUnavailable(RuntimeError):
     (resume redoes the episode later) instead of recording it as an agent failure."""
 
     fatal = True
+
+
+def _text(choice: dict[str, Any], path: tuple[str, ...], url: str) -> str:
+    """The completion text at `path` of one reply choice; a reply without it (or not a string) is a protocol
+    error that stops the run (BackendUnavailable), never an empty completion recorded as the agent's."""
+    value: Any = choice
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    if not isinstance(value, str):
+        raise BackendUnavailable(f"{url} answered a choice without a text ('{'.'.join(path)}' is "
+                                 f"{str(value)[:60]}); is --model openai:URL:MODEL an OpenAI-compatible server?")
+    return value
 
 
 class OpenAICompatLLM:
@@ -79,9 +92,10 @@ class OpenAICompatLLM:
         return cls(
             url,
             model,
-            timeout=env_number("MUSE_LLM_HTTP_TIMEOUT", 120.0, integer=False, low=0, above=True),
-            retries=int(env_number("MUSE_LLM_HTTP_RETRIES", 3, integer=True, low=0)),
-            parallel=int(env_number("MUSE_LLM_HTTP_PARALLEL", 8, integer=True, low=1)),
+            # upper bounds: an hour per request, 10 retries (about 17 min of backoff), 256 requests in flight
+            timeout=env_number("MUSE_LLM_HTTP_TIMEOUT", 120.0, integer=False, low=0, above=True, high=3600),
+            retries=int(env_number("MUSE_LLM_HTTP_RETRIES", 3, integer=True, low=0, high=10)),
+            parallel=int(env_number("MUSE_LLM_HTTP_PARALLEL", 8, integer=True, low=1, high=256)),
         )
 
     def complete(
@@ -95,7 +109,8 @@ class OpenAICompatLLM:
         seed: int | None = None,
     ) -> list[str]:
         body = {"prompt": prompt}
-        return self._sample("/completions", body, n, temperature, max_tokens, stop, seed, lambda c: c.get("text", ""))
+        return self._sample("/completions", body, n, temperature, max_tokens, stop, seed,
+                            lambda c: _text(c, ("text",), self.base_url + "/completions"))
 
     def chat(
         self,
@@ -116,7 +131,7 @@ class OpenAICompatLLM:
             max_tokens,
             stop,
             seed,
-            lambda c: (c.get("message") or {}).get("content") or "",
+            lambda c: _text(c, ("message", "content"), self.base_url + "/chat/completions"),
         )
 
     def _sample(
@@ -187,10 +202,11 @@ class OpenAICompatLLM:
                 if exc.code not in RETRY_STATUS:
                     raise BackendUnavailable(f"{url} answered HTTP {exc.code}: {detail}") from None
                 last = f"HTTP {exc.code}: {detail}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException, OSError) as exc:
+                # a refused or dropped connection, a reply cut mid-body (IncompleteRead), a bad status line
                 reason = getattr(exc, "reason", exc)
                 last = f"{type(reason).__name__}: {reason}"
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 last = f"invalid JSON reply: {exc}"
         last = " ".join(last.split())  # one line
         raise BackendUnavailable(

@@ -47,10 +47,12 @@ def episodes_path(out_dir: str | Path) -> Path:
 def repair_torn_tail(path: str | Path) -> bool:
     """Cut a torn last line (a kill mid-write) so the next append starts on a fresh line.
     Returns True when something was cut."""
+    from muse_common.files import open_nofollow
+
     path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
+    if not path.is_symlink() and (not path.exists() or path.stat().st_size == 0):
         return False
-    with open(path, "rb+") as f:
+    with os.fdopen(open_nofollow(path, os.O_RDWR), "rb+") as f:  # a link is refused, never cut through
         f.seek(-1, os.SEEK_END)
         if f.read(1) == b"\n":
             return False

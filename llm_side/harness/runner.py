@@ -7,6 +7,7 @@ with a `reason`; the run goes on.
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -27,9 +28,14 @@ def episode_seed(seed: int, episode: int) -> int:
 
 def is_fatal(exc: BaseException) -> bool:
     """Errors that must stop the run rather than fail one episode: a backend that is down or a
-    model that is not installed (marked `fatal = True`), or memory exhaustion. The episode is not
-    recorded, so a resumed run redoes it."""
-    return bool(getattr(exc, "fatal", False)) or isinstance(exc, MemoryError)
+    model that is not installed (marked `fatal = True`), memory exhaustion, or a transport/protocol error
+    from any backend (a dropped connection, a reply cut mid-body: never the agent's outcome). The episode
+    is not recorded, so a resumed run redoes it."""
+    import http.client
+    import urllib.error
+
+    transport = (http.client.HTTPException, urllib.error.URLError, ConnectionError)
+    return bool(getattr(exc, "fatal", False)) or isinstance(exc, (MemoryError, *transport))
 
 
 def _describe(exc: BaseException) -> str:
@@ -167,7 +173,9 @@ def run_eval(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = rec.episodes_path(out_dir)
-    rec.repair_torn_tail(path)
+    if rec.repair_torn_tail(path):  # said, as every reader of a record kind says it (docs/reliability.md)
+        print(f"muse-llm: warning: {path}: cut a torn last line (a write cut short); that episode is redone",
+              file=sys.stderr)
     records = rec.load_records(out_dir)
     rec.check_same_run(records, env_name, agent_name, out_dir)
     done = rec.done_pairs(records)

@@ -116,6 +116,8 @@ def from_dict(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = Non
 
 def resolve_config_path(name_or_path: str | Path) -> Path:
     """`smoke` -> the packaged smoke.yaml (`CONFIG_DIR`, which configs/wm links to); a path is used as given."""
+    if not str(name_or_path).strip():
+        raise ConfigError(f"--config is empty (''); give a YAML path or one of {named_configs()}.")
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") and p.exists():
         return p

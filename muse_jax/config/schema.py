@@ -17,6 +17,7 @@ from typing import Any, Literal
 from muse_common import settings
 from muse_common.settings import (  # noqa: F401 - the rule helpers fields are written with (re-exported)
     Allowed,
+    at_most,
     integer_at_least,
     number_above,
     number_at_least,
@@ -51,31 +52,39 @@ class ModelConfig:
 
     size: str = setting("size1m", Allowed(lambda v, _: v in MODEL_SIZES, f"a preset, one of {list(MODEL_SIZES)}"))
     """Preset from MODEL_SIZES that fills deter/hidden/classes/depth/units unless they are set."""
-    deter: int = setting(512, integer_at_least(1),
+    deter: int = setting(512,
+        at_most(16_384, "the widest DreamerV3 preset (size400m) uses 6144; more does not fit an accelerator's memory"),
+        integer_at_least(1),
                          Allowed(lambda v, m: m.blocks < 1 or v % m.blocks == 0,  # blocks < 1: its own rule says so
                                  "a multiple of model.blocks={blocks}"))
     """Width of the deterministic (block GRU) state h."""
-    hidden: int = setting(64, integer_at_least(1))
+    hidden: int = setting(64,
+        at_most(16_384, "the widest DreamerV3 preset (size400m) uses 6144; more does not fit an accelerator's memory"),
+        integer_at_least(1))
     """Width of the RSSM's internal MLP layers."""
-    stoch: int = setting(32, integer_at_least(1))
+    stoch: int = setting(32, at_most(1_024, "the presets use 32 to 64 latents"), integer_at_least(1))
     """Number of categorical latents in z."""
-    classes: int = setting(4, integer_at_least(1))
+    classes: int = setting(4, at_most(1_024, "the presets use 4 to 64 classes"), integer_at_least(1))
     """Classes per categorical latent."""
-    blocks: int = setting(8, integer_at_least(1))
+    blocks: int = setting(8, at_most(256, "deter is split into at most this many blocks"), integer_at_least(1))
     """Blocks of the block-diagonal GRU; deter must be divisible by it."""
-    depth: int = setting(4, integer_at_least(1))
+    depth: int = setting(4, at_most(1_024, "the CNN width; presets use 16 to 128"), integer_at_least(1))
     """Base channel count of the CNN encoder/decoder."""
-    units: int = setting(64, integer_at_least(1))
+    units: int = setting(64,
+        at_most(16_384, "the widest DreamerV3 preset (size400m) uses 6144; more does not fit an accelerator's memory"),
+        integer_at_least(1))
     """Width of MLPs (encoder, decoder, heads, actor, critic)."""
-    mlp_layers: int = setting(3, integer_at_least(1))
+    mlp_layers: int = setting(3, at_most(64, "presets use 1 to 5"), integer_at_least(1))
     """Hidden layers of the vector encoder/decoder, actor and critic."""
-    head_layers: int = setting(1, integer_at_least(0))
+    head_layers: int = setting(1, at_most(64, "presets use 1 to 5"), integer_at_least(0))
     """Hidden layers of the reward, continue and competence heads."""
     unimix: float = setting(0.01, Allowed(lambda v, _: 0.0 <= v < 1.0, "0 <= unimix < 1"))
     """Uniform mixture for categorical latents and discrete actions (1%)."""
-    bins: int = setting(255, Allowed(lambda v, _: v >= 3 and v % 2 == 1, "an odd integer >= 3"))
+    bins: int = setting(255, at_most(4_095, "the two-hot support has 255 bins"),
+                             Allowed(lambda v, _: v >= 3 and v % 2 == 1, "an odd integer >= 3"))
     """Bins of the symlog two-hot reward and value heads."""
-    competence_quantiles: int = setting(5, Allowed(lambda v, _: v >= 1, "N >= 1"))
+    competence_quantiles: int = setting(5, at_most(100, "one per percent at most"),
+                                           Allowed(lambda v, _: v >= 1, "N >= 1"))
     """N, the number of time-to-success quantiles the self-awareness head predicts."""
     image_channels: int = 3
     """RGB channels; the task-id channel is appended on top of these."""
@@ -137,7 +146,8 @@ class OptimConfig:
     `agent.make_optimizer`. (The 2023 release used three Adams with 1e-4 / 3e-5 / 3e-5.)
     """
 
-    lr: float = setting(4e-5, number_above(0))
+    lr: float = setting(4e-5, number_above(0), at_most(3.4e38, "the largest float32; a rate this large only "
+                                                         "forces a NaN loss, which stops the run in one line"))
     """Learning rate after warm-up (dreamerv3 `opt.lr`)."""
     agc: float = setting(0.3, Allowed(lambda v, _: _finite(v) and v >= 0, "a finite number >= 0 (0 = no clipping)"))
     """Adaptive gradient clipping: each tensor's update norm <= agc * max(agc_pmin, its parameter norm)."""
@@ -149,7 +159,7 @@ class OptimConfig:
     """Momentum decay, applied after RMS normalisation (LaProp order)."""
     beta2: float = setting(0.999, Allowed(lambda v, _: 0.0 <= v < 1.0, "0 <= beta < 1"))
     """Decay of the squared-gradient average."""
-    warmup: int = setting(1000, integer_at_least(0))
+    warmup: int = setting(1000, at_most(10**9, "updates; a run has fewer"), integer_at_least(0))
     """Optimiser steps of linear learning-rate warm-up from 0."""
 
 
@@ -165,11 +175,12 @@ class BehaviorConfig:
     - `valnorm`/`advnorm` are `none` in dreamerv3 and absent here (identity).
     """
 
-    imag_horizon: int = setting(15, integer_at_least(1))
+    imag_horizon: int = setting(15, at_most(1_000, "imagined steps held in memory at once"), integer_at_least(1))
     """Imagination horizon (dreamerv3 `imag_length: 15`)."""
     lam: float = setting(0.95, Allowed(lambda v, _: 0.0 <= v <= 1.0, "0 <= lam <= 1"))
     """Lambda of the lambda-returns, imagined and replayed (dreamerv3 `imag_loss.lam`, `repl_loss.lam`)."""
-    horizon: float = setting(333.0, number_at_least(1))
+    horizon: float = setting(333.0, at_most(1000000.0, "a return horizon of a million steps is already undiscounted"),
+                                    number_at_least(1))
     """Discount horizon; discount = 1 - 1/horizon (dreamerv3 `horizon: 333`)."""
     actent: float = setting(3e-4, number_at_least(0))
     """Entropy regulariser scale (dreamerv3 `imag_loss.actent`)."""
@@ -207,18 +218,20 @@ class RegulationConfig:
     """(c) gradient ascent on the model state (Algorithm 1), (a) sampled rollouts, (b) MCTS, or off: "none"
     acts with the plain actor's sample and "mean" with its mean action (no exploration noise), the two
     controls a regulation strategy is measured against (`benchmarks/regulation_effect.py`)."""
-    horizon: int = setting(10, integer_at_least(1))
+    horizon: int = setting(10, at_most(1_000, "imagined steps held in memory per decision: 1e9 exhausted memory"),
+                               integer_at_least(1))
     """H, the rollout horizon of Algorithm 1 (also used by rollouts and MCTS depth)."""
     beta: float = setting(0.02, number_at_least(0))
     """Step size of the gradient ascent on s = (h, z) (MUSE Algorithm 1: 0.02). Measured on the quickstart
     model (benchmarks/regulation_effect.py, docs/self-regulation.md): no beta or reading beat the
     plain actor; up to 0.5 the ascent changes no outcome against beta = 0, and large in-place steps hurt.
     The defaults of this section are therefore Algorithm 1 as written."""
-    num_rollouts: int = setting(16, integer_at_least(1))
+    num_rollouts: int = setting(16, at_most(4_096, "rollouts held in memory per decision"), integer_at_least(1))
     """(a) Number of sampled imagined rollouts."""
-    mcts_simulations: int = setting(32, integer_at_least(1))
+    mcts_simulations: int = setting(32, at_most(100_000, "simulations per decision; each is a model step"),
+                                        integer_at_least(1))
     """(b) Simulations per decision."""
-    mcts_branching: int = setting(4, integer_at_least(1))
+    mcts_branching: int = setting(4, at_most(64, "actions sampled per node"), integer_at_least(1))
     """(b) Candidate actions sampled from the policy at each node."""
     mcts_c: float = setting(1.0, number_at_least(0))
     """(b) Unused since MCTS selects by the self-awareness criterion in place of UCB (§3.1.2); kept so old
@@ -262,7 +275,9 @@ class EnvConfig:
     DMC and gym run one task per run and define no success, which MUSE's competence head learns from: there
     `agent` must be `dreamer` (MUSE is refused with one line, nothing is invented), success rates are null,
     and `muse-wm adapt` stays Meta-World only."""
-    tasks: tuple[str, ...] = setting(MT10_TASKS, Allowed(lambda v, _: len(v) >= 1, "at least one task"))
+    tasks: tuple[str, ...] = setting(MT10_TASKS, Allowed(lambda v, _: len(v) >= 1, "at least one task"),
+                                     Allowed(lambda v, _: len(set(v)) == len(v), "each task once (a task named "
+                                             "twice would be trained twice as often, silently)"))
     """Pre-training tasks (task ids 1..len(tasks) in the image channel); names as the suite spells them."""
     novel_tasks: tuple[str, ...] = NOVEL_TASKS
     """Adaptation tasks (task-id channel 0)."""
@@ -270,12 +285,13 @@ class EnvConfig:
     """Render 64x64 RGB observations; False = proprio-only (cheap)."""
     proprio: bool = True
     """Include the 39-dim proprioceptive vector."""
-    image_size: int = setting(64, Allowed(lambda v, _: v >= 16 and v % 16 == 0, "a multiple of 16"))
+    image_size: int = setting(64, at_most(512, "pixels per side; the encoder is built for 64"),
+                                  Allowed(lambda v, _: v >= 16 and v % 16 == 0, "a multiple of 16"))
     """Rendered image side in pixels."""
     max_episode_steps: int = setting(500, Allowed(lambda v, e: v >= 1 or (v == 0 and e.suite == "gym"),
                                                   "an integer >= 1 (0 = the env's own limit, env.suite gym only)"))
     """Episode length L in env frames, before action repeat (also the time-to-success normaliser)."""
-    num_envs: int = setting(4, integer_at_least(1))
+    num_envs: int = setting(4, at_most(4_096, "env processes"), integer_at_least(1))
     """Parallel environments."""
     vector: Literal["async", "sync"] = "async"
     """gymnasium vector env mode: async runs each env in its own process."""
@@ -284,7 +300,7 @@ class EnvConfig:
     camera: str = "corner2"
     """Camera: Meta-World's camera name (corner cameras are flipped upright and corner2 is moved closer); for
     DMC an integer camera id, -1 = dreamerv3's default per domain."""
-    action_repeat: int = setting(1, integer_at_least(1))
+    action_repeat: int = setting(1, at_most(1_000, "frames per action"), integer_at_least(1))
     """Env steps per agent action."""
 
 
@@ -292,14 +308,16 @@ class EnvConfig:
 class ReplayConfig:
     """Sequence replay."""
 
-    capacity: int = setting(1_000_000, Allowed(lambda v, r: v >= r.seq_len, "at least replay.seq_len={seq_len}"))
+    capacity: int = setting(1_000_000, at_most(10**8, "steps held in host memory"),
+                                       Allowed(lambda v, r: v >= r.seq_len, "at least replay.seq_len={seq_len}"))
     """Maximum stored env steps; the oldest episodes are evicted first."""
     batch_size: int = setting(16, integer_at_least(1),
                               Allowed(lambda v, r: v * r.seq_len <= r.capacity,
                                       "at most replay.capacity / replay.seq_len = {capacity} / {seq_len} sequences "
-                                      "(a batch must fit in the replay)"))
+                                      "(a batch must fit in the replay)"),
+                              at_most(16_384, "sequences per update on one device"))
     """B, sequences per train batch (global, split over devices)."""
-    seq_len: int = setting(64, integer_at_least(2))
+    seq_len: int = setting(64, at_most(4_096, "steps per replayed sequence"), integer_at_least(2))
     """T, length of each sampled chunk."""
     context: bool = True
     """Start each chunk from the stored posterior latent of the step before it instead of zeros
@@ -322,22 +340,24 @@ class ReplayConfig:
 class TrainConfig:
     """Pre-training schedule."""
 
-    env_steps: int = setting(2_000_000, integer_at_least(1))
+    env_steps: int = setting(2_000_000, at_most(10**10, "agent steps; the paper's longest runs use 10^8"),
+                                        integer_at_least(1))
     """Total environment steps of pre-training."""
-    train_ratio: float = setting(512.0, number_above(0))
+    train_ratio: float = setting(512.0, at_most(10_000, "replayed steps per agent step; the paper's largest is 1024"),
+                                        number_above(0))
     """Replayed steps per env step: train_ratio / (B * T) grad steps per env step, counted from the first
     train step, which comes once replay holds one batch (dreamerv3 `Ratio`, `train_driver.TrainRatio`)."""
-    prefill: int = setting(5000, integer_at_least(0))
+    prefill: int = setting(5000, at_most(10**8, "random steps before training"), integer_at_least(0))
     """Env steps acted with a uniform random policy at the start. Training does not wait for it: it starts
     once replay holds one batch, as in dreamerv3."""
-    log_every: int = setting(1000, integer_at_least(1))
+    log_every: int = setting(1000, at_most(10**10, "agent steps"), integer_at_least(1))
     """Env steps between metrics lines."""
-    sa_window: int = setting(64, integer_at_least(1))
+    sa_window: int = setting(64, at_most(100_000, "episodes held for the sa/* metrics"), integer_at_least(1))
     """Self-awareness logged while pre-training (`sa/*` in metrics.jsonl): AUROC, accuracy and quantile
     accuracy over the agent's most recent `sa_window` finished episodes, per task and overall."""
-    save_every: int = setting(10000, integer_at_least(1))
+    save_every: int = setting(10000, at_most(10**10, "agent steps"), integer_at_least(1))
     """Env steps between checkpoints."""
-    keep_checkpoints: int = setting(2, integer_at_least(1))
+    keep_checkpoints: int = setting(2, at_most(1_000, "checkpoints kept on disk"), integer_at_least(1))
     """Checkpoints kept on disk."""
     seed: int = setting(0, Allowed(lambda v, _: 0 <= v < 2**31, "an integer from 0 to 2147483647"))
     """Global seed."""
@@ -347,9 +367,10 @@ class TrainConfig:
 class AdaptConfig:
     """Adaptation to novel tasks (MUSE §3.2.1)."""
 
-    episodes: int = setting(20, integer_at_least(1))
+    episodes: int = setting(20, at_most(100_000, "episodes per novel task"), integer_at_least(1))
     """Adaptation episodes per novel task."""
-    train_ratio: float = setting(512.0, number_above(0))
+    train_ratio: float = setting(512.0, at_most(10_000, "replayed steps per agent step; the paper's largest is 1024"),
+                                        number_above(0))
     """Replayed steps per env step during adaptation."""
     novel_fraction: float | None = setting(None, Allowed(lambda v, _: v is None or 0.0 <= v <= 1.0,
                                                          "null (uniform over the retained buffer) or 0..1"))

@@ -31,6 +31,7 @@ an episode, and finished groups are skipped.
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,7 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from muse_common.files import append_jsonl, atomic_write_json, read_jsonl
+from muse_common.files import append_jsonl, atomic_write_json
+from muse_common.records import ADAPT_EPISODE, read_records
 from muse_jax import agent as A
 from muse_jax import evaluate
 from muse_jax.agent_kinds import AGENT_KINDS
@@ -56,7 +58,14 @@ from muse_jax.loops.train_driver import TrainDriver, train_steps_due
 from muse_jax.replay import Replay, pack_episodes, unpack_episodes
 from muse_jax.run_log import RunLogger
 
-RECORD_KEYS = ("task", "episode", "success")  # an episodes.jsonl line without them is skipped (read_jsonl)
+RECORD_KEYS = ("task", "episode", "success")  # the fields every record has (muse_common.records.ADAPT_EPISODE)
+
+
+def read_episodes(path: Path, resume: bool = False) -> list[dict[str, Any]]:
+    """episodes.jsonl through the one reader of its kind: a record failing the schema stops adapt in one line
+    naming file and line; a duplicate (task, episode) is dropped and said; on resume a torn last line is cut."""
+    return read_records(path, ADAPT_EPISODE, resume=resume,
+                        say=lambda m: print(f"muse-wm: {m}", file=sys.stderr))
 
 
 def _check_run_file(out: Path, settings: dict[str, Any]) -> None:
@@ -190,6 +199,9 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
         raise ValueError(f"{checkpoint} was pre-trained on env.suite={cfg.env.suite}; muse-wm adapt runs Meta-World "
                          "only (novel tasks with a success signal). Use a Meta-World pretrain checkpoint.")
     tasks = list(tasks or cfg.env.novel_tasks)
+    problem = task_list_problem(tasks, list(cfg.env.tasks))
+    if problem:
+        raise ValueError(problem)
     if cfg.env.image:
         configure_gl(cfg.env.render_backend)  # before check_task imports mujoco
     for t in tasks:
@@ -203,12 +215,12 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
     records_path = out / "episodes.jsonl"
     groups = [tasks] if parallel else [[t] for t in tasks]
     logger = RunLogger(out, total=len(tasks) * n_eps, desc=f"adapt {agent}", unit="episode",
-                       initial=sum(1 for _ in read_jsonl(records_path, RECORD_KEYS)))
+                       initial=len(read_episodes(records_path, resume=True)))
     rounds = [0]
     try:
         for gi, group in enumerate(groups):
             done = defaultdict(int)
-            for x in read_jsonl(records_path, RECORD_KEYS):
+            for x in read_episodes(records_path):
                 done[x["task"]] += 1
             if all(done[t] >= n_eps for t in group):
                 continue
@@ -217,13 +229,30 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
             if not finished:
                 return None
             for t in group:
-                recs = [x for x in read_jsonl(records_path, RECORD_KEYS) if x["task"] == t]
+                recs = [x for x in read_episodes(records_path) if x["task"] == t]
                 echo(f"{t}: {sum(x['success'] for x in recs)}/{len(recs)} episodes solved")
     finally:
         logger.close()
-    all_records = [x for x in read_jsonl(records_path, RECORD_KEYS) if x["task"] in tasks]
+    all_records = [x for x in read_episodes(records_path) if x["task"] in tasks]
     return evaluate.write_outputs(out, agent, all_records, cfg.model.competence_quantiles,
                                   agent_steps_per_episode(cfg.env))
+
+
+def task_list_problem(novel: Sequence[str], trained: Sequence[str]) -> str | None:
+    """Why adapting on `novel` after pre-training on `trained` measures nothing the paper measures, or None:
+    no novel task (0 episodes, exit 0 before), a task named twice, or a task the checkpoint was trained on
+    (not novel). Checked before any episode."""
+    if not novel:
+        return ("no novel tasks to adapt on (--tasks is empty and the checkpoint's env.novel_tasks is empty); "
+                "give --tasks")
+    twice = sorted({t for t in novel if list(novel).count(t) > 1})
+    if twice:
+        return f"novel task(s) {twice} named twice; give each task once"
+    seen = sorted(set(novel) & set(trained))
+    if seen:
+        return (f"task(s) {seen} are pre-training tasks of this checkpoint (env.tasks), not novel ones; adapt "
+                "measures adaptation to tasks the model has not seen: give others with --tasks")
+    return None
 
 
 def group_dir(out: Path, group: Sequence[str]) -> Path:
@@ -291,7 +320,7 @@ class _GroupAdaptation:
                 for ep in self.new_eps[k]:
                     self.own[k].add_episode(ep)
         records_path = self.out / "episodes.jsonl"
-        seen = {(x["task"], x["episode"]) for x in read_jsonl(records_path, RECORD_KEYS)}
+        seen = {(x["task"], x["episode"]) for x in read_episodes(records_path)}
         for t in self.group:
             for rec in self.records[t]:
                 if (t, rec["episode"]) not in seen:

@@ -1,4 +1,5 @@
-"""A `muse-llm run --agent scripted_agents:make_agent` factory for the fault tests.
+"""A `muse-llm run --agent scripted-test` factory for the fault tests (a muse_llm.agents entry point,
+registered by muse_fault_plugins-0.dist-info beside this file).
 
 It plugs a ScriptedLLM into the real ReAct agent, so the real CLI, runner and Minecraft env run
 without a model. The replies mix valid actions with garbage (empty, overlong, JSON, no words) so

@@ -55,7 +55,7 @@ def _counts(path: Path) -> collections.Counter:
 def test_two_muse_llm_runs_on_one_out(tmp_path: Path) -> None:
     out = tmp_path / "llm"
     tasks, episodes = ["mine_log", "mine_sand"], 3
-    cmd = [str(BIN / "muse-llm"), "run", "--env", "minecraft", "--agent", "scripted_agents:make_agent", "--model",
+    cmd = [str(BIN / "muse-llm"), "run", "--env", "minecraft", "--agent", "scripted-test", "--model",
            "smollm2", "--tasks", ",".join(tasks), "--episodes", str(episodes), "--max-steps", "8", "--out", str(out),
            "--no-progress"]
     results = _both(cmd, tmp_path, env={"PYTHONPATH": f"{HERE}:{ROOT}", "SCRIPTED_REPLY_SECONDS": "0.25"})

@@ -57,7 +57,7 @@ def _after_lines(path: Path, n: int, delay_s: float) -> Callable[[], bool]:
 def test_muse_llm_run_killed_twice_then_torn_line_resumes_exactly_once(tmp_path: Path) -> None:
     out = tmp_path / "llm"
     tasks, episodes = ["mine_log", "mine_sand", "craft_planks"], 3
-    args = ["run", "--env", "minecraft", "--agent", "scripted_agents:make_agent", "--model", "smollm2",
+    args = ["run", "--env", "minecraft", "--agent", "scripted-test", "--model", "smollm2",
             "--tasks", ",".join(tasks), "--episodes", str(episodes), "--max-steps", "6", "--out", str(out),
             "--no-progress"]
     cmd = [str(BIN / "muse-llm"), *args]
@@ -70,7 +70,7 @@ def test_muse_llm_run_killed_twice_then_torn_line_resumes_exactly_once(tmp_path:
         assert rc is None, (tmp_path / "llm.log").read_text()[-3000:]
     assert 1 <= len(jsonl_lines(path)) < len(tasks) * episodes
     with open(path, "a") as f:  # a kill in the middle of a write
-        f.write('{"env": "minecraft", "task": "mine_sand", "agent": "scripted_agents:make_ag')
+        f.write('{"env": "minecraft", "task": "mine_sand", "agent": "scripted-te')
     proc = cli("muse-llm", *args, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = _counts(path)

@@ -277,7 +277,7 @@ NOT_RECORDS = ["42", '{"foo": 1}', '"text"', "[1, 2]", '{"env": "minecraft", "ta
 
 
 def _records_with_junk(folder: Path) -> list[dict]:
-    good = [{"env": "minecraft", "task": "mine_log", "agent": "scripted_agents:make_agent", "episode": e,
+    good = [{"env": "minecraft", "task": "mine_log", "agent": "scripted-test", "episode": e,
              "success": e == 1, "steps": 3 + e, "score": 0.0, "competence": [0.2, 0.9], "reason": None}
             for e in range(2)]
     lines = [json.dumps(good[0]), *NOT_RECORDS, json.dumps(good[1])]
@@ -311,7 +311,7 @@ def test_run_resume_skips_non_record_lines_and_keeps_them(tmp_path: Path) -> Non
     out = tmp_path / "run"
     good = _records_with_junk(out)
     original = (out / "episodes.jsonl").read_text()
-    proc = cli("muse-llm", "run", "--env", "minecraft", "--agent", "scripted_agents:make_agent", "--model",
+    proc = cli("muse-llm", "run", "--env", "minecraft", "--agent", "scripted-test", "--model",
                "smollm2", "--tasks", "mine_log", "--episodes", "3", "--max-steps", "3", "--out", str(out),
                "--no-progress", timeout=300, env={"PYTHONPATH": f"{Path(__file__).parent}:{ROOT}"})
     assert proc.returncode == 0, proc.stderr[-3000:]

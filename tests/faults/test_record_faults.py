@@ -17,7 +17,7 @@ from fault_helpers import ROOT, can_mount_private_fs, cli, cli_on_small_fs, erro
 
 HERE = Path(__file__).resolve().parent
 SCRIPTED = {"PYTHONPATH": f"{HERE}:{ROOT}"}
-AGENT = "scripted_agents:make_agent"
+AGENT = "scripted-test"
 
 
 def _run(out: Path, *extra: str, env: dict[str, str] | None = None, model: str = "smollm2"):  # noqa: ANN202

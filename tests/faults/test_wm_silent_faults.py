@@ -1,6 +1,6 @@
 """`muse-wm` inputs that used to be accepted without a word, end in a traceback, hang, or lose their
-message: each ends with one stderr line naming the input and the fix (exit 2), or is handled as the
-docs/errors.md says (non-record lines skipped, Ctrl-C exits 130 with a message).
+message: each ends with one stderr line naming the input and the fix (exit 2), or is handled as
+docs/reliability.md says (a non-record line stops the reader naming file and line, Ctrl-C exits 130 with a message).
 """
 
 from __future__ import annotations
@@ -98,39 +98,51 @@ def test_garbage_adapt_json_is_named(tmp_path: Path, pretrained_run: Path, junk:
 
 
 @pytest.mark.slow
-def test_adapt_resumes_over_non_record_lines(tmp_path: Path, pretrained_run: Path) -> None:
+def test_adapt_stops_on_non_record_lines_then_resumes_once_fixed(tmp_path: Path, pretrained_run: Path) -> None:
+    """Issue 50: a line of episodes.jsonl that is not an episode record stops adapt in one line naming the
+    file and line (it was skipped with a warning); the file is left as it is, and once the line is removed
+    the rerun resumes with every episode exactly once."""
     out, task = tmp_path / "adapt", "coffee-button-v3"
     args = ["adapt", "--checkpoint", str(pretrained_run), "--agent", "muse", "--tasks", task, "--episodes", "3",
             "--logdir", str(out)]
     first = cli("muse-wm", *args, "--stop-after-rounds", "1", timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
-    for name in ("episodes.jsonl", "metrics.jsonl"):
-        with open(out / name, "a") as f:
-            f.write('42\n{"foo": 1}\n')
+    good = (out / "episodes.jsonl").read_text()
+    with open(out / "episodes.jsonl", "a") as f:
+        f.write('42\n{"foo": 1}\n')
+    proc = cli("muse-wm", *args, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    n = good.count("\n") + 1
+    assert f"episodes.jsonl line {n} is a JSON int, not an episode record" in error_line(proc.stderr, "muse-wm")
+    assert (out / "episodes.jsonl").read_text() == good + '42\n{"foo": 1}\n'
+    (out / "episodes.jsonl").write_text(good)
     proc = cli("muse-wm", *args, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     no_traceback(proc.stderr)
-    assert "episodes.jsonl line" in proc.stderr and "skipped" in proc.stderr, proc.stderr[-2000:]
-    lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
-    records = [r for r in lines if isinstance(r, dict) and "task" in r]
+    records = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert sorted(r["episode"] for r in records) == [0, 1, 2], records
     assert json.loads((out / "results.json").read_text())["episodes"] == 3
 
 
-def test_read_jsonl_skips_non_records_and_resume_keeps_metrics(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+def test_metrics_resume_stops_on_non_records_and_cuts_a_torn_tail(tmp_path: Path,
+                                                                   capfd: pytest.CaptureFixture) -> None:
     from muse_common.files import read_jsonl
+    from muse_common.records import RecordError
     from muse_jax.run_log import drop_metrics_after
 
     path = tmp_path / "metrics.jsonl"
-    path.write_text('{"step": 1, "env_steps": 1}\n42\n[1]\n{"step": 2, "env_steps": 2}\n{"step": 3, "env_steps": 3}\n'
-                    '{"step": 4, "env_st')
-    assert [r["step"] for r in read_jsonl(path)] == [1, 2, 3]
+    text = ('{"step": 1, "env_steps": 1}\n42\n[1]\n{"step": 2, "env_steps": 2}\n{"step": 3, "env_steps": 3}\n'
+            '{"step": 4, "env_st')
+    path.write_text(text)
+    assert [r["step"] for r in read_jsonl(path)] == [1, 2, 3]  # the generic reader still skips (official events)
     assert [r["step"] for r in read_jsonl(path, required=("nope",))] == []
+    with pytest.raises(RecordError, match=r"metrics.jsonl line 2 is a JSON int, not a metrics row"):
+        drop_metrics_after(path, 2)  # the pre-training resume: one reader per record kind (issue 50)
+    path.write_text(text.replace("42\n[1]\n", ""))
     drop_metrics_after(path, 2)
     assert [r["step"] for r in read_jsonl(path)] == [1, 2]
     err = capfd.readouterr().err
-    assert "line 2 is a JSON int, not a record" in err and "line 3 is a JSON list" in err, err
-    assert "line 6" not in err  # the torn tail of a kill is skipped quietly
+    assert "cut a torn last line" in err and "past the checkpoint's step 2" in err, err
 
 
 # ---------------------------------------------------------------------------------------------- stderr

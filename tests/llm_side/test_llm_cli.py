@@ -1,4 +1,4 @@
-"""`muse-llm` run / tasks / report with the fake env (loaded by module path), errors, and resume after
+"""`muse-llm` run / tasks / report with the fake env (a registered muse_llm.envs plugin), errors, and resume after
 a real kill -9 of a running `muse-llm run`."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from hypothesis import strategies as st  # noqa: E402
 from llm_side.cli import UsageError, main, parse_options  # noqa: E402
 from muse_common.files import read_jsonl  # noqa: E402
 
-ENV, AGENT = "harness_fakes:make_env", "harness_fakes:make_agent"
+ENV, AGENT = "fake-env", "fake-agent"
 
 
 def _env() -> dict[str, str]:
@@ -35,7 +35,7 @@ def _env() -> dict[str, str]:
 
 def test_tasks_lists_ids_and_does_not_import_torch():
     code = (
-        "import sys; from llm_side.cli import main; rc = main(['tasks', '--env', 'harness_fakes:make_env', "
+        "import sys; from llm_side.cli import main; rc = main(['tasks', '--env', 'fake-env', "
         "'--env-opt', 'n_tasks=2', '--env-opt', 'kinds=easy+bad']); "
         "assert 'torch' not in sys.modules, 'tasks imported torch'; sys.exit(rc)"
     )

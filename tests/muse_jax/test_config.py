@@ -104,7 +104,8 @@ def test_range_rules_live_with_their_fields():
 
     (deter,) = [f for f in dataclasses.fields(ModelConfig) if f.name == "deter"]
     words = [rule.words for rule in deter.metadata["allowed"]]
-    assert words == ["an integer >= 1", "a multiple of model.blocks={blocks}"]
+    assert words[0].startswith("at most 16384 (")  # every numeric field has an upper bound with its reason
+    assert words[1:] == ["an integer >= 1", "a multiple of model.blocks={blocks}"]
     with pytest.raises(ConfigError, match=r"'model.blocks' = 0 is out of range; allowed: an integer >= 1"):
         from_dict({"model": {"blocks": 0}})
 
