@@ -72,5 +72,6 @@ def test_no_compile_cache_flag_is_accepted(tmp_path):
     """--no-compile-cache (the persistent cache is on by default) parses on pretrain and adapt."""
     from muse_jax.cli import _parser
 
-    assert _parser().parse_args(["pretrain", "--config", "smoke", "--logdir", "x", "--no-compile-cache"]).no_compile_cache
-    assert not _parser().parse_args(["adapt", "--checkpoint", "c", "--agent", "muse", "--logdir", "x"]).no_compile_cache
+    parse = _parser().parse_args
+    assert parse(["pretrain", "--config", "smoke", "--logdir", "x", "--no-compile-cache"]).no_compile_cache
+    assert not parse(["adapt", "--checkpoint", "c", "--agent", "muse", "--logdir", "x"]).no_compile_cache
