@@ -81,3 +81,4 @@ def test_create_learner_is_one_program_with_the_eager_values(make_config):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     pointers = [x.unsafe_buffer_pointer() for x in jax.tree.leaves(learner.state) if x.size]
     assert len(set(pointers)) == len(pointers)
+
