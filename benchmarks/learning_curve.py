@@ -710,9 +710,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError, ImportError) as e:
         print(f"learning_curve: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
-    from muse_jax.parallel import enable_compilation_cache
+    from muse_jax.parallel import cli_cache_dir, enable_compilation_cache
 
-    enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/muse_jax/xla"))
+    cache = cli_cache_dir()  # the CLI's cache (MUSE_JAX_COMPILATION_CACHE=0 turns it off)
+    if cache is not None:
+        enable_compilation_cache(cache)
     name = f"{args.suite}_{args.task}"
     out = Path(args.out) if args.out else REPO / "docs" / "learning_curves" / f"{name}.jsonl"
     runs = Path(args.runs) if args.runs else REPO / "runs" / "learning_curve" / name

@@ -112,7 +112,7 @@ def imagine(wm, actor: Actor, starts: dict[str, jax.Array], key: jax.Array, hori
     """Imagined trajectories (no gradients) from every start state [N, ...]: feat, action, reward, cont."""
     start = dict(deter=sg(starts["deter"]), stoch=sg(starts["stoch"]))
     policy = lambda s, k: actor.sample(sg(feature(s["deter"], s["stoch"])), k, clip=False)
-    traj, act = wm.rssm.imagine(start, policy, horizon, key)
+    traj, act = wm.rssm.imagine(start, policy, horizon, key, unroll=wm.cfg.behavior.imag_unroll)
     traj = jax.tree.map(sg, traj)
     feat = feature(traj["deter"], traj["stoch"])
     reward = wm.reward(feat)

@@ -20,6 +20,15 @@ from muse_jax.agent_kinds import AGENT_KINDS
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+CACHE_ENV_HINT = "MUSE_JAX_COMPILATION_CACHE=/a/writable/folder, or =0 to turn the cache off"
+
+
+def _cache_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-compile-cache", action="store_true",
+                   help="do not keep compiled XLA programs on disk (default: $XDG_CACHE_HOME/muse-jax/xla or "
+                        "~/.cache/muse-jax/xla; MUSE_JAX_COMPILATION_CACHE=0 or a folder also sets it)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="muse-wm", description="MUSE world-model agent on Meta-World.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -31,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--logdir", required=True, help="run folder: metrics.jsonl, tb/, checkpoints/")
     pre.add_argument("--agent", choices=AGENT_KINDS, default=None,
                      help="muse (default) or dreamer: the same model without the self-awareness head and loss")
+    _cache_flag(pre)
     pre.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)
     pre.add_argument("--from-step", type=int, default=None, metavar="STEP",
                      help="resume from this checkpoint step instead of the newest (after a damaged checkpoint); "
@@ -45,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     ad.add_argument("--logdir", required=True, help="output folder: results.json, roc.png, table.md, ...")
     ad.add_argument("--one-task-at-a-time", action="store_true",
                     help="adapt the novel tasks one after another instead of side by side (vmapped)")
+    _cache_flag(ad)
     ad.add_argument("--stop-after-rounds", type=int, default=None, help=argparse.SUPPRESS)
 
     cmp_ = sub.add_parser("compare", help="two or more adapt outputs side by side (markdown)")
@@ -151,10 +162,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"muse-wm: error: {_one_line(e)}")
             return 2
     from muse_jax import orbax_quiet
-    from muse_jax.parallel import enable_compilation_cache
+    from muse_jax.parallel import cli_cache_dir, enable_compilation_cache
 
-    # a resumed run or an adaptation reuses the compiled train step
-    enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/muse_jax/xla"))
+    # A second run, a resumed run or an adaptation loads the compiled train step instead of compiling it
+    # (docs/speed.md: time to the first update, first run vs second). Off: --no-compile-cache or
+    # MUSE_JAX_COMPILATION_CACHE=0.
+    cache = cli_cache_dir(args.no_compile_cache)
+    if cache is not None:
+        try:
+            enable_compilation_cache(cache)
+        except OSError as e:  # an unwritable cache folder costs compile time, not the run
+            _say(f"muse-wm: warning: no compilation cache ({_one_line(e)}); set {CACHE_ENV_HINT}.")
     orbax_quiet.HOLD_STDERR_AFTER_FAILED_SAVE = True  # a failed save is reported as one line (orbax_quiet.py)
     started = [False]  # set once the run folder is locked: an OSError after it stopped a run, before it a usage error
     try:

@@ -176,6 +176,34 @@ def enable_compilation_cache(directory: str | os.PathLike, min_compile_s: float 
     return path
 
 
+CACHE_ENV = "MUSE_JAX_COMPILATION_CACHE"
+"""Environment variable for the CLI's persistent compilation cache: `0`/`off`/`false`/`no` turns it off, a
+path puts it there. JAX's own JAX_COMPILATION_CACHE_DIR is honoured too (a path only)."""
+
+_OFF = ("0", "off", "false", "no", "none", "")
+
+
+def default_cache_dir() -> Path:
+    """`$XDG_CACHE_HOME/muse-jax/xla`, or `~/.cache/muse-jax/xla` (the XDG base-directory default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return Path(base).expanduser() / "muse-jax" / "xla"
+
+
+def cli_cache_dir(disabled: bool = False) -> Path | None:
+    """Where the CLI keeps compiled programs, or None when the cache is turned off.
+
+    Order: `--no-compile-cache` (`disabled`), then MUSE_JAX_COMPILATION_CACHE (off, or a path), then
+    JAX_COMPILATION_CACHE_DIR, then `default_cache_dir()`.
+    """
+    if disabled:
+        return None
+    value = os.environ.get(CACHE_ENV)
+    if value is not None:
+        return None if value.strip().lower() in _OFF else Path(value).expanduser()
+    jax_dir = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    return Path(jax_dir).expanduser() if jax_dir else default_cache_dir()
+
+
 def make_mesh(devices: list[jax.Device] | None = None) -> Mesh:
     """A 1-D mesh over all (global) devices with the single axis "data"."""
     devices = list(jax.devices()) if devices is None else list(devices)

@@ -74,8 +74,9 @@ class RSSM(nnx.Module):
     # --------------------------------------------------------------------- sequences
 
     def observe(self, state: State, action_BxTxA: jax.Array, embed_BxTxE: jax.Array, is_first_BxT: jax.Array,
-                key: jax.Array) -> tuple[State, dict[str, jax.Array]]:
-        """Posterior filtering over T with lax.scan.
+                key: jax.Array, unroll: int = 1) -> tuple[State, dict[str, jax.Array]]:
+        """Posterior filtering over T with lax.scan (`unroll` steps per loop iteration: the same sums,
+        fewer loop round trips; `model.observe_unroll`).
 
         Returns the last state and `deter` [B,T,D], `stoch` [B,T,S,K], `post` and `prior` logits
         [B,T,S,K] (prior computed once over all B*T steps after the scan).
@@ -90,14 +91,15 @@ class RSSM(nnx.Module):
             return carry, (carry["deter"], carry["stoch"], logits)
 
         last, (deter, stoch, post) = jax.lax.scan(
-            step, state, (swap(action_BxTxA), swap(embed_BxTxE), swap(is_first_BxT), keys))
+            step, state, (swap(action_BxTxA), swap(embed_BxTxE), swap(is_first_BxT), keys), unroll=min(unroll, T))
         deter, stoch, post = swap(deter), swap(stoch), swap(post)
         prior = self.prior_logits(deter)
         return last, dict(deter=deter, stoch=stoch, post=post, prior=prior)
 
     def imagine(self, state: State, policy: Callable[[State, jax.Array], jax.Array], horizon: int,
-                key: jax.Array) -> tuple[dict[str, jax.Array], jax.Array]:
-        """Prior rollout: a_t = policy(s_t, key); s_{t+1} ~ p(.|f(s_t, a_t)).
+                key: jax.Array, unroll: int = 1) -> tuple[dict[str, jax.Array], jax.Array]:
+        """Prior rollout: a_t = policy(s_t, key); s_{t+1} ~ p(.|f(s_t, a_t)), `unroll` steps per loop
+        iteration (`behavior.imag_unroll`).
 
         Returns the trajectory including the start, `deter` [B,H+1,D], `stoch` [B,H+1,S,K], and
         the actions taken at every state [B,H+1,A] (the last one is sampled but not executed).
@@ -110,7 +112,7 @@ class RSSM(nnx.Module):
             nxt, _ = self.img_step(carry, a, kz)
             return nxt, (carry["deter"], carry["stoch"], a)
 
-        last, (deter, stoch, act) = jax.lax.scan(step, state, keys[:-1])
+        last, (deter, stoch, act) = jax.lax.scan(step, state, keys[:-1], unroll=min(unroll, horizon))
         a_last = policy(last, keys[-1])
         cat = lambda xs, x: jnp.concatenate([jnp.swapaxes(xs, 0, 1), x[:, None]], 1)
         traj = dict(deter=cat(deter, last["deter"]), stoch=cat(stoch, last["stoch"]))

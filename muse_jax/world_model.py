@@ -141,7 +141,8 @@ class WorldModel(nnx.Module):
         B, T = action.shape[:2]
         is_first = jnp.asarray(batch["is_first"], bool)
         embed = self.encode(batch)
-        _, post = self.rssm.observe(self.start_state(batch), action, embed, is_first, key)
+        _, post = self.rssm.observe(self.start_state(batch), action, embed, is_first, key,
+                                   unroll=self.cfg.model.observe_unroll)
         feat = feature(post["deter"], post["stoch"]).reshape(B * T, -1)
         losses: dict[str, jax.Array] = {}
         if self.img_dec is not None:

@@ -1,19 +1,45 @@
-"""Runs INSIDE .official/venv: times the official DreamerV3 train step, on request, for speed.py.
+"""Runs INSIDE .official/venv (or any python with the official's requirements, e.g. on a GPU machine): times
+the official DreamerV3 train step, on request, for speed.py.
 
-Builds the official agent (configs.yaml `defaults` + a size preset, CPU, float32) for a synthetic
+Builds the official agent (configs.yaml `defaults` + a size preset, `--platform`, `--dtype`) for a synthetic
 env with a `--obs-dim` vector observation and a `--act-dim` continuous action (the setting of
 benchmarks/wm_throughput.py), fills the official replay with the agent's own acting (1 env, random
 observations), compiles the train step, then answers each stdin line "N" by timing N train steps
 (each waited for) on pre-sampled official batches and printing one JSON line of seconds. "quit" ends.
+
+Startup is reported like this project's side: `agent_s` is make_agent (which builds and compiles the
+official's programs), `ready_s` make_agent + init_train + the first train call, replay filling excluded.
+Under jax >= 0.5 `jax.jit` takes its options as keywords only and 3.3.1 passes them positionally;
+`_keyword_jit` turns them into keywords (nothing else changes).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
 import time
+
+JIT_POSITIONAL = ("in_shardings", "out_shardings", "static_argnums", "static_argnames", "donate_argnums",
+                  "donate_argnames", "keep_unused", "device", "backend", "inline", "abstracted_axes")
+"""jax.jit's options in their positional order of jax 0.4.x, the order dreamer 3.3.1 passes them in."""
+
+
+def _keyword_jit(jax) -> None:
+    """Let the official's positional `jax.jit(fn, in_shardings, ...)` run under jax >= 0.5."""
+    jit = jax.jit
+    if getattr(jit, "_positional_shim", False):
+        return
+
+    @functools.wraps(jit)
+    def shim(fun=None, *args, **kwargs):
+        kwargs.update(zip(JIT_POSITIONAL[:len(args)], args, strict=True))
+        return jit(fun, **kwargs) if fun is not None else functools.partial(shim, **kwargs)
+
+    shim._positional_shim = True
+    jax.jit = shim
 
 
 def main() -> None:
@@ -24,12 +50,17 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--obs-dim", type=int, default=24)
     p.add_argument("--act-dim", type=int, default=6)
+    p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = p.parse_args()
     sys.path.insert(0, args.src)
     import elements
     import embodied
     import jax
     import numpy as np
+
+    if tuple(int(v) for v in jax.__version__.split(".")[:2]) >= (0, 5):
+        _keyword_jit(jax)
     import ruamel.yaml as yaml
     from dreamerv3 import main as dmain
 
@@ -59,18 +90,24 @@ def main() -> None:
     configs = yaml.YAML(typ="safe").load(elements.Path(args.src + "/dreamerv3/configs.yaml").read())
     config = elements.Config(configs["defaults"]).update(configs[args.size])
     logdir = tempfile.mkdtemp(prefix="official_speed_")
+    platform = {"gpu": "cuda"}.get(args.platform, args.platform)  # the official spells the GPU "cuda"
     config = config.update({"logdir": logdir, "batch_size": args.batch, "batch_length": args.seq,
-                            "jax.platform": "cpu", "jax.compute_dtype": "float32", "jax.prealloc": False,
+                            "jax.platform": platform, "jax.compute_dtype": args.dtype, "jax.prealloc": False,
                             "replay.size": 1e5})
     dmain.make_env = lambda config, index, **kw: dmain.wrap_env(Synthetic(), config)
+    t_agent = time.perf_counter()
     agent = dmain.make_agent(config)
+    agent_s = time.perf_counter() - t_agent
     replay = dmain.make_replay(config, "replay")
     driver = embodied.Driver([lambda: dmain.make_env(config, 0)], parallel=False)
     driver.on_step(replay.add)
     driver.reset(agent.init_policy)
     driver(lambda *a: agent.policy(*a, mode="train"), steps=args.batch * (args.seq + 1) + 200)
     stream = iter(agent.stream(dmain.make_stream(config, replay, "train")))
+    first = next(stream)
+    t_init = time.perf_counter()
     carry = agent.init_train(args.batch)
+    init_s = time.perf_counter() - t_init
 
     def step(batch):
         nonlocal carry
@@ -78,11 +115,13 @@ def main() -> None:
         jax.block_until_ready(agent.params)
 
     t0 = time.perf_counter()
-    step(next(stream))  # compiles
+    step(first)  # compiles
     compile_s = time.perf_counter() - t0
     step(next(stream))
     n_params = int(sum(np.prod(v.shape) for v in agent.params.values()))
-    print(json.dumps({"ready": True, "compile_s": compile_s, "params": n_params, "jax": jax.__version__}), flush=True)
+    print(json.dumps({"ready": True, "compile_s": compile_s, "agent_s": agent_s, "init_s": init_s,
+                      "ready_s": agent_s + init_s + compile_s, "params": n_params, "jax": jax.__version__,
+                      "device": jax.devices()[0].device_kind}), flush=True)
     for line in sys.stdin:
         if line.strip() == "quit":
             break

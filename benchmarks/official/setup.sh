@@ -5,6 +5,7 @@
 # a dependency of this project. Idempotent: a finished build is left as is.
 #
 #   bash benchmarks/official/setup.sh        # -> .official/venv, .official/dreamer-3.3.1
+#   bash benchmarks/official/setup.sh --source-only   # -> .official/dreamer-3.3.1 alone (to carry to a GPU)
 #
 # The archive's setup.py reads a requirements.txt it does not ship, so pip cannot
 # install it; we download it from PyPI (sha256 pinned), unpack it, add the
@@ -27,8 +28,10 @@ VENV="$OFF/venv"
 PY="${PYTHON:-python3.11}"
 URL="https://files.pythonhosted.org/packages/25/02/ec5a995af942a4e58d70915d7472564517ecb5bbd8f45a4dfe6db84e0979/dreamer-3.3.1.tar.gz"
 SHA=b6dca5e1039bb632b48421ea0e2722b2d06557b2e94b24669272c69d6b983d03
+SOURCE_ONLY=0
+[ "${1:-}" = "--source-only" ] && SOURCE_ONLY=1
 mkdir -p "$OFF"
-if [ "$(cat "$VENV/.complete" 2>/dev/null)" = "$BUILD" ]; then
+if [ $SOURCE_ONLY = 0 ] && [ "$(cat "$VENV/.complete" 2>/dev/null)" = "$BUILD" ]; then
   echo "[official] already built: $VENV"; exit 0
 fi
 command -v "$PY" >/dev/null || { echo "[official] $PY not found; set PYTHON=/path/to/python3.11" >&2; exit 2; }
@@ -49,6 +52,7 @@ cp "$UP/configs.yaml" "$SRC/dreamerv3/configs.yaml"
 mkdir -p "$SRC/embodied/envs"
 touch "$SRC/embodied/envs/__init__.py"
 cp "$UP/dmc.py" "$UP/from_dm.py" "$UP/from_gym.py" "$SRC/embodied/envs/"
+if [ $SOURCE_ONLY = 1 ]; then echo "[official] source: $SRC"; exit 0; fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # requirements.txt of dreamer==3.3.1 (CPU jax at the pinned version).

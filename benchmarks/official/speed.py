@@ -3,7 +3,7 @@
 Why: a speed ratio between two implementations means something only when both are timed on the same
 machine under the same load (machines of one kind differ by 2x in matmul throughput). This script
 builds both at the setting of benchmarks/wm_throughput.py (a size preset, batch 16 x 64, 24-dim
-vector observation, 6-dim continuous action, float32, CPU), compiles both, then times them
+vector observation, 6-dim continuous action; float32 or bfloat16 compute; CPU or GPU), compiles both, then times them
 alternately in rounds (A B A B ...: `--rounds` rounds of `--steps` steps each) so that a change of
 load hits both sides alike. This project's side runs in this process (agent "dreamer": no competence
 head, like the official); the official side runs in .official/venv as a subprocess worker
@@ -12,6 +12,15 @@ head, like the official); the official side runs in .official/venv as a subproce
 
     bash benchmarks/official/setup.sh
     python benchmarks/official/speed.py --size size1m size12m
+    python benchmarks/official/speed.py --platform gpu --dtype bfloat16 --official-python python3 \
+        --official-src .official/dreamer-3.3.1        # a GPU machine (benchmarks/gpu_session.sh)
+    python benchmarks/official/speed.py --ours-only   # no official code at hand: this project's side alone
+
+On a GPU both processes share the device: neither preallocates its memory (XLA_PYTHON_CLIENT_PREALLOCATE
+is set false for both). Startup is compared like with like: `*_ready_s` is each side's time from "build
+the agent" to the end of its first train step (parameter init, train-step compile, first run; the
+official's make_agent, which compiles its policy and train programs, its init_train and its first train
+call), replay filling and imports excluded.
 
 Prints one JSON line per size (the last line is the summary of all sizes), with medians, process CPU
 seconds per step (robust to other processes on the machine) and the ratio official / this project
@@ -35,18 +44,23 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.official.run import official_available, official_paths  # noqa: E402
 from benchmarks.report import emit_record  # noqa: E402
+from muse_common.files import append_jsonl  # noqa: E402
 
 
 class OfficialWorker:
     """The official train step in its own venv, timed on request ("N" -> N step times)."""
 
-    def __init__(self, size: str, batch: int, seq: int, obs_dim: int, act_dim: int) -> None:
-        python, src = official_paths()
-        cmd = [str(python), str(Path(__file__).resolve().parent / "official_speed_worker.py"), "--src", str(src),
-               "--size", size, "--batch", str(batch), "--seq", str(seq), "--obs-dim", str(obs_dim),
-               "--act-dim", str(act_dim)]
+    def __init__(self, size: str, batch: int, seq: int, obs_dim: int, act_dim: int, platform: str = "cpu",
+                 dtype: str = "float32", python: str | None = None, src: str | None = None) -> None:
+        default_python, default_src = official_paths()
+        cmd = [str(python or default_python), str(Path(__file__).resolve().parent / "official_speed_worker.py"),
+               "--src", str(src or default_src), "--size", size, "--batch", str(batch), "--seq", str(seq),
+               "--obs-dim", str(obs_dim), "--act-dim", str(act_dim), "--platform", platform, "--dtype", dtype]
+        # Why not JAX_PLATFORMS=cpu always: on a GPU machine that timed the official on the host CPU.
+        env = {**os.environ, "JAX_PLATFORMS": "cpu" if platform == "cpu" else "",
+               "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+                                     text=True, env=env)
         self.info = self._read()
 
     def _read(self) -> dict[str, Any]:
@@ -72,25 +86,33 @@ class OfficialWorker:
 class ProjectSide:
     """This project's jitted train step (agent "dreamer") at the wm_throughput setting."""
 
-    def __init__(self, size: str, batch: int, seq: int, obs_dim: int, act_dim: int) -> None:
+    def __init__(self, size: str, batch: int, seq: int, obs_dim: int, act_dim: int, dtype: str = "float32",
+                 overrides: list[str] | None = None) -> None:
         import jax
 
         from benchmarks.wm_throughput import build_config, count_params, synthetic_batch
         from muse_jax.agent import ObsSpec, create_learner, make_train_step
 
-        cfg = build_config(size, obs_dim, False, 64, batch, seq, ["agent=dreamer"])
+        sets = ["agent=dreamer", f"model.compute_dtype={dtype}", *(overrides or [])]
+        cfg = build_config(size, obs_dim, False, 64, batch, seq, sets)
         spec = ObsSpec.from_config(cfg, proprio_dim=obs_dim, act_dim=act_dim)
+        batch_np = synthetic_batch(spec, batch, seq)
+        t_build = time.perf_counter()
         learner = create_learner(cfg, spec, seed=0)
+        jax.block_until_ready(learner.state)
+        self.init_s = time.perf_counter() - t_build
         self.state = learner.state
-        self.batch = jax.device_put(synthetic_batch(spec, batch, seq))
+        self.batch = jax.device_put(batch_np)
         self.keys = iter(jax.random.split(jax.random.key(0), 100_000))
         t0 = time.perf_counter()
         lowered = make_train_step(cfg, learner.graphdef, None).lower(self.state, self.batch, next(self.keys))
         self.step = lowered.compile()
         self.compile_s = time.perf_counter() - t0
         self._run()
+        self.ready_s = time.perf_counter() - t_build  # init + compile + first step: time to the first update
         self.params = count_params(self.state)
         self.jax_version = jax.__version__
+        self.device = jax.devices()[0].device_kind
 
     def _run(self) -> None:
         import jax
@@ -116,36 +138,48 @@ def load1() -> float:
 
 
 def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
-    official = OfficialWorker(size, args.batch, args.seq, args.obs_dim, args.act_dim)
+    """Both sides at `size` (or this project's alone with --ours-only), timed in alternating rounds."""
+    official = None if args.ours_only else OfficialWorker(
+        size, args.batch, args.seq, args.obs_dim, args.act_dim, args.platform, args.dtype, args.official_python,
+        args.official_src)
     try:
-        ours = ProjectSide(size, args.batch, args.seq, args.obs_dim, args.act_dim)
-        res: dict[str, dict[str, list[float]]] = {"ours": {"times": [], "cpu": []},
-                                                  "official": {"times": [], "cpu": []}}
+        ours = ProjectSide(size, args.batch, args.seq, args.obs_dim, args.act_dim, args.dtype, args.set)
+        sides: dict[str, Any] = {"ours": ours, **({"official": official} if official else {})}
+        res: dict[str, dict[str, list[float]]] = {k: {"times": [], "cpu": []} for k in sides}
         loads = []
         for _ in range(args.rounds):
-            for name, side in (("ours", ours), ("official", official)):
+            for name, side in sides.items():
                 loads.append(load1())
                 got = side.time(args.steps)
                 res[name]["times"] += got["times"]
                 res[name]["cpu"] += got["cpu"]
     finally:
-        official.close()
+        if official:
+            official.close()
     med = {k: statistics.median(v["times"]) for k, v in res.items()}
     cpu = {k: statistics.median(v["cpu"]) for k, v in res.items()}
-    return {
+    rec: dict[str, Any] = {
         "benchmark": "official_speed", "size": size, "batch": args.batch, "seq": args.seq,
-        "obs_dim": args.obs_dim, "act_dim": args.act_dim, "dtype": "float32", "rounds": args.rounds,
-        "steps_per_round": args.steps, "order": "ours, official alternating",
-        "ours_train_step_median_s": med["ours"], "official_train_step_median_s": med["official"],
-        "ours_train_step_cpu_s": cpu["ours"], "official_train_step_cpu_s": cpu["official"],
-        "speed_ratio_official_over_ours": med["official"] / med["ours"],
-        "cpu_ratio_official_over_ours": cpu["official"] / cpu["ours"],
-        "ours_times_s": res["ours"]["times"], "official_times_s": res["official"]["times"],
-        "ours_compile_s": ours.compile_s, "official_compile_s": official.info["compile_s"],
-        "ours_params": ours.params, "official_params": official.info["params"],
-        "ours_jax": ours.jax_version, "official_jax": official.info["jax"], "official_version": "dreamer==3.3.1",
+        "obs_dim": args.obs_dim, "act_dim": args.act_dim, "dtype": args.dtype, "platform": args.platform,
+        "device": ours.device, "overrides": args.set, "rounds": args.rounds, "steps_per_round": args.steps,
+        "order": "ours, official alternating" if official else "ours only",
+        "ours_train_step_median_s": med["ours"], "ours_train_step_cpu_s": cpu["ours"],
+        "ours_times_s": res["ours"]["times"], "ours_compile_s": ours.compile_s, "ours_init_s": ours.init_s,
+        "ours_ready_s": ours.ready_s, "ours_params": ours.params, "ours_jax": ours.jax_version,
         "loadavg_1m_min": min(loads), "loadavg_1m_max": max(loads), "cpu_cores": os.cpu_count(),
     }
+    if official:
+        info = official.info
+        rec.update({
+            "official_train_step_median_s": med["official"], "official_train_step_cpu_s": cpu["official"],
+            "speed_ratio_official_over_ours": med["official"] / med["ours"],
+            "cpu_ratio_official_over_ours": cpu["official"] / cpu["ours"],
+            "official_times_s": res["official"]["times"], "official_compile_s": info["compile_s"],
+            "official_agent_s": info.get("agent_s"), "official_ready_s": info.get("ready_s"),
+            "official_params": info["params"], "official_jax": info["jax"], "official_version": "dreamer==3.3.1",
+            "official_device": info.get("device"),
+        })
+    return rec
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -160,7 +194,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--act-dim", type=int, default=6)
     p.add_argument("--rounds", type=int, default=4, help="alternating rounds (ours, official) per size")
     p.add_argument("--steps", type=int, default=3, help="timed train steps per side per round")
-    p.add_argument("--out", help="also append the summary record to this JSONL file")
+    p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu",
+                   help="where both sides run (gpu: the official worker is not forced onto the CPU)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="compute dtype of both sides (model.compute_dtype; the official's jax.compute_dtype)")
+    p.add_argument("--official-python", help="python that runs the official worker (default: .official/venv)")
+    p.add_argument("--official-src", help="unpacked official source (default: .official/dreamer-3.3.1)")
+    p.add_argument("--ours-only", action="store_true", help="time this project's side alone (no official code)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override for this project's side, e.g. --set model.observe_unroll=4")
+    p.add_argument("--out", help="also append every record (per size, then the summary) to this JSONL file")
     args = p.parse_args(argv)
     if min(args.batch, args.seq, args.obs_dim, args.act_dim, args.rounds, args.steps) < 1:
         p.error("--batch, --seq, --obs-dim, --act-dim, --rounds and --steps must be >= 1")
@@ -169,18 +212,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    reason = official_available()
+    if args.platform == "cpu":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    else:
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # the official worker shares the GPU
+    reason = None if args.ours_only or args.official_python else official_available()
     if reason:
         raise SystemExit(reason)
     records = []
     for size in args.size:
         rec = compare(size, args)
         print(json.dumps(rec), flush=True)
+        if args.out:
+            append_jsonl(args.out, rec)
         records.append(rec)
-    summary = {"benchmark": "official_speed_summary",
-               "ratios_official_over_ours": {r["size"]: r["speed_ratio_official_over_ours"] for r in records},
+    summary = {"benchmark": "official_speed_summary", "platform": args.platform, "dtype": args.dtype,
+               "device": records[0]["device"],
+               "ratios_official_over_ours": {r["size"]: r.get("speed_ratio_official_over_ours") for r in records},
                "train_step_median_s": {r["size"]: {"ours": r["ours_train_step_median_s"],
-                                                   "official": r["official_train_step_median_s"]} for r in records},
+                                                   "official": r.get("official_train_step_median_s")}
+                                       for r in records},
+               "ready_s": {r["size"]: {"ours": r["ours_ready_s"], "official": r.get("official_ready_s")}
+                           for r in records},
                "loadavg_1m_range": [min(r["loadavg_1m_min"] for r in records),
                                     max(r["loadavg_1m_max"] for r in records)],
                "cpu_cores": os.cpu_count()}

@@ -92,6 +92,9 @@ class ModelConfig:
     """Append the integer task id as an extra image channel (MUSE §3.2.1)."""
     compute_dtype: Literal["float32", "bfloat16"] = "float32"
     """Activation dtype; parameters stay float32."""
+    observe_unroll: int = setting(1, integer_at_least(1))
+    """Posterior-filtering steps per iteration of the observe `lax.scan` loop over the replayed sequence
+    (XLA `unroll`): speed only, the same numbers. Measured effect in docs/speed.md."""
     hidden_bias: bool = True
     """Give every hidden Linear layer (MLP layers of encoder, decoder, heads, actor, critic; the RSSM's
     prior/posterior layers and GRU input embeddings) a zero-initialised bias, as dreamerv3 3.3.1 does
@@ -177,6 +180,9 @@ class BehaviorConfig:
 
     imag_horizon: int = setting(15, at_most(1_000, "imagined steps held in memory at once"), integer_at_least(1))
     """Imagination horizon (dreamerv3 `imag_length: 15`)."""
+    imag_unroll: int = setting(1, integer_at_least(1))
+    """Imagination steps per iteration of its `lax.scan` loop (XLA `unroll`): speed only, the same numbers.
+    Measured effect in docs/speed.md."""
     lam: float = setting(0.95, Allowed(lambda v, _: 0.0 <= v <= 1.0, "0 <= lam <= 1"))
     """Lambda of the lambda-returns, imagined and replayed (dreamerv3 `imag_loss.lam`, `repl_loss.lam`)."""
     horizon: float = setting(333.0, at_most(1000000.0, "a return horizon of a million steps is already undiscounted"),

@@ -53,3 +53,32 @@ def test_bad_mode_is_named(trained):
     learner, _, _ = trained
     with pytest.raises(ValueError, match="dreamer"):
         ag.policy_step(learner.graphdef, learner.state, {}, {}, jax.random.key(0), "greedy")
+
+
+def test_create_learner_is_one_program_with_the_eager_values(make_config):
+    """create_learner initialises under one jit (issue 48: 89 tiny eager compilations before): the same
+    values as building the Learner eagerly, bit for bit, with a distinct buffer per leaf (donation)."""
+    from jax import monitoring
+
+    cfg = make_config(**{"model.units": 24})  # a shape no other test builds: nothing is in jit's cache
+    spec = ag.ObsSpec(image_shape=None, proprio_dim=5, act_dim=3, num_tasks=1)
+    compiles = []
+
+    def count(event: str, duration: float, **_) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    monitoring.register_event_duration_secs_listener(count)
+    try:
+        learner = ag.create_learner(cfg, spec, seed=7)
+        jax.block_until_ready(learner.state)
+    finally:
+        monitoring.unregister_event_duration_listener(count)
+    assert len(compiles) <= 3, len(compiles)  # the key, the init program (eagerly: ~90)
+    _, eager = ag.nnx.split(ag.Learner(cfg, spec, ag.nnx.Rngs(params=7)))
+    assert jax.tree.structure(learner.state) == jax.tree.structure(eager)
+    for a, b in zip(jax.tree.leaves(learner.state), jax.tree.leaves(eager), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    pointers = [x.unsafe_buffer_pointer() for x in jax.tree.leaves(learner.state) if x.size]
+    assert len(set(pointers)) == len(pointers)
+

@@ -204,6 +204,33 @@ def test_compilation_cache_is_configured(tmp_path):
         jax.config.update("jax_compilation_cache_dir", before)
 
 
+@pytest.mark.parametrize("env,flag,expected", [
+    ({}, False, "XDG/muse-jax/xla"),
+    ({"XDG_CACHE_HOME": ""}, False, "HOME/.cache/muse-jax/xla"),
+    ({"JAX_COMPILATION_CACHE_DIR": "JAXDIR"}, False, "JAXDIR"),
+    ({"MUSE_JAX_COMPILATION_CACHE": "MINE", "JAX_COMPILATION_CACHE_DIR": "JAXDIR"}, False, "MINE"),
+    ({"MUSE_JAX_COMPILATION_CACHE": "0"}, False, None),
+    ({"MUSE_JAX_COMPILATION_CACHE": "off"}, False, None),
+    ({}, True, None),
+])
+def test_cli_cache_dir_default_and_off_switches(tmp_path, monkeypatch, env, flag, expected):
+    """The CLI's persistent cache: on by default under the user's cache folder; --no-compile-cache or
+    MUSE_JAX_COMPILATION_CACHE=0 turn it off; a path in either variable moves it."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for name in ("MUSE_JAX_COMPILATION_CACHE", "JAX_COMPILATION_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.replace("JAXDIR", str(tmp_path / "j")).replace("MINE", str(tmp_path / "m")))
+    got = parallel.cli_cache_dir(disabled=flag)
+    names = {"XDG": tmp_path / "xdg", "HOME": tmp_path / "home", "JAXDIR": tmp_path / "j", "MINE": tmp_path / "m"}
+    if expected is None:
+        assert got is None
+    else:
+        head, *rest = expected.split("/")
+        assert got == names[head].joinpath(*rest)
+
+
 def test_jit_sharded_step_without_state_needs_replicated():
     mesh = parallel.make_mesh()
     step = parallel.jit_sharded_step(lambda s, b, k: (s, {"n": b["x"].sum()}), None, mesh, donate=False)

@@ -56,3 +56,30 @@ def test_imagine_shapes():
     chex.assert_shape(traj["stoch"], (B, 8, 4, 5))
     chex.assert_shape(act, (B, 8, A))
     np.testing.assert_array_equal(traj["deter"][:, 0], 0.0)
+
+
+def test_unrolled_scans_compute_the_rolled_numbers():
+    """`unroll` (model.observe_unroll, behavior.imag_unroll; issue 48) changes how the observe and imagine
+    loops compile, not what they compute: in float32 the values match the rolled loops to 1e-6 and the
+    gradients through the whole chain to 1e-4 relative (XLA fuses the unrolled body differently, so the
+    float32 roundings differ; measured: at most 3e-5)."""
+    rssm = make()
+    key = jax.random.key(4)
+    act = jax.random.uniform(key, (B, T, A), minval=-1.0)
+    emb = jax.random.normal(jax.random.key(5), (B, T, E))
+    first = jnp.zeros((B, T), bool).at[:, 0].set(True).at[1, 3].set(True)
+    policy = lambda s, k: jnp.tanh(s["deter"][:, :A]) + 0.1 * jax.random.normal(k, (s["deter"].shape[0], A))
+
+    def run(a, unroll):
+        last, out = rssm.observe(rssm.initial(B), a, emb, first, key, unroll=unroll)
+        traj, acts = rssm.imagine(last, policy, 5, jax.random.key(6), unroll=unroll)
+        loss = out["deter"].sum() + (out["post"] * out["prior"]).sum() + traj["deter"].sum() + acts.sum()
+        return loss, (out, traj, acts)
+
+    rolled = jax.jit(jax.value_and_grad(lambda a: run(a, 1), has_aux=True))(act)
+    for unroll in (2, 64):  # part of the loop, and all of it
+        got = jax.jit(jax.value_and_grad(lambda a, u=unroll: run(a, u), has_aux=True))(act)
+        (loss, aux), grad = got
+        for x, y in zip(jax.tree.leaves((loss, aux)), jax.tree.leaves(rolled[0]), strict=True):
+            np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(y, np.float64), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(grad, rolled[1], rtol=1e-4, atol=1e-5)

@@ -71,3 +71,36 @@ def test_collect_overhead_bad_config_is_one_line():
     proc = _run("collect_overhead.py", "--config", "no-such-config", timeout=300)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr and "collect_overhead:" in proc.stderr
+
+
+def test_official_speed_ours_only_records_startup_and_step_times():
+    """benchmarks/official/speed.py --ours-only (a machine without the official code, e.g. a GPU lease):
+    one record per size with the time to the first update, then the summary."""
+    proc = _run("official/speed.py", "--ours-only", "--size", "nano", "--batch", "2", "--seq", "4", "--rounds", "1",
+                "--steps", "1", "--dtype", "bfloat16")
+    summary = _last_json(proc)
+    rec = json.loads(proc.stdout.strip().splitlines()[-2])
+    assert rec["order"] == "ours only" and rec["dtype"] == "bfloat16" and rec["platform"] == "cpu"
+    assert 0 < rec["ours_init_s"] < rec["ours_ready_s"] and rec["ours_compile_s"] < rec["ours_ready_s"]
+    assert "official_train_step_median_s" not in rec
+    assert summary["ratios_official_over_ours"] == {"nano": None}
+
+
+def test_official_worker_passes_positional_jit_options_as_keywords():
+    """jax >= 0.5 takes jax.jit's options as keywords only; dreamer 3.3.1 passes them positionally."""
+    import types
+
+    sys.path.insert(0, str(BENCH / "official"))
+    try:
+        import official_speed_worker as worker
+    finally:
+        sys.path.pop(0)
+    calls = []
+    fake = types.SimpleNamespace(jit=lambda fun, **kw: calls.append((fun, kw)) or fun)
+    worker._keyword_jit(fake)
+    worker._keyword_jit(fake)  # idempotent
+    fn = lambda x: x  # noqa: E731
+    assert fake.jit(fn, None, None, (1,)) is fn
+    assert calls[-1] == (fn, {"in_shardings": None, "out_shardings": None, "static_argnums": (1,)})
+    assert fake.jit(static_argnums=0)(fn) is fn  # the decorator form
+    assert calls[-1] == (fn, {"static_argnums": 0})

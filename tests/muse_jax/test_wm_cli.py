@@ -66,3 +66,12 @@ def test_smoke_pretrain_then_adapt_via_cli(tmp_path, capsys):
     assert res["agent"] == "dreamer" and [t["task"] for t in res["tasks"]] == ["plate-slide-v3", "coffee-button-v3"]
     assert all(t["episodes"] == 1 for t in res["tasks"])
     assert 0.0 <= res["sa_accuracy"] <= 1.0 and 0.0 <= res["success_rate"] <= 1.0
+
+
+def test_no_compile_cache_flag_is_accepted(tmp_path):
+    """--no-compile-cache (the persistent cache is on by default) parses on pretrain and adapt."""
+    from muse_jax.cli import _parser
+
+    parse = _parser().parse_args
+    assert parse(["pretrain", "--config", "smoke", "--logdir", "x", "--no-compile-cache"]).no_compile_cache
+    assert not parse(["adapt", "--checkpoint", "c", "--agent", "muse", "--logdir", "x"]).no_compile_cache

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# One GPU lease's speed comparison, prepared so that it fits one device call (~5 min at the defaults).
+#
+#   bash benchmarks/gpu_session.sh              # on the GPU machine, from the repository root
+#   bash benchmarks/gpu_session.sh --dry-run    # anywhere: CPU, size1m at batch 4 x 8 (checks the script)
+#
+# Why a script: GPU machines come in short leases, bare, without a package registry. This installs the
+# wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
+# (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
+# size1m and size12m, float32 and bfloat16, and, with time left, the scan-unroll settings. When the official
+# DreamerV3 source (.official/dreamer-3.3.1, fetched by benchmarks/official/setup.sh) and its
+# requirements (wheels in .whl/official/, see benchmarks/gpu_prepare.sh) were carried, the official side
+# runs in the same process pairs (ratios in one run); else this project's side runs alone and the
+# records say "order": "ours only".
+#
+# Output: JSON lines in $OUT/gpu_session.jsonl (the device tool's $OUT; else runs/gpu_session/), one per
+# (size, dtype, setting), plus env.json and the log. Budget: SESSION_SECONDS (default 300) wall seconds;
+# a step that would not fit is skipped and says so.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+DRY=0
+[ "${1:-}" = "--dry-run" ] && DRY=1
+OUTDIR="${OUT:-$PWD/runs/gpu_session}"
+mkdir -p "$OUTDIR"
+JSONL="$OUTDIR/gpu_session.jsonl"
+LOG="$OUTDIR/gpu_session.log"
+PY="${PYTHON:-python3}"
+BUDGET="${SESSION_SECONDS:-300}"
+T0=$(date +%s)
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+say() { echo "[gpu_session $(( $(date +%s) - T0 ))s] $*" | tee -a "$LOG"; }
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+
+# 1. carried wheels (this project's extras, the official's requirements) into one site folder
+SITE=/tmp/gpu_session_site
+if compgen -G ".whl/*.whl" >/dev/null || compgen -G ".whl/official/*.whl" >/dev/null; then
+  say "installing carried wheels: $(ls .whl/*.whl .whl/official/*.whl 2>/dev/null | wc -l)"
+  for w in .whl/*.whl .whl/official/*.whl; do  # one by one: a wheel for another python skips only itself
+    [ -f "$w" ] || continue
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$w" \
+      >>"$LOG" 2>&1 || say "not installed: $w (see log)"
+  done
+fi
+export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+
+# 2. the environment: versions, devices, and whether the official side can run
+if [ $DRY = 1 ]; then PLATFORM=cpu; export JAX_PLATFORMS=cpu; else PLATFORM=gpu; fi
+"$PY" - "$OUTDIR/env.json" "$PLATFORM" <<'PYEOF' 2>>"$LOG" | tee -a "$LOG" || { say "environment check failed"; exit 2; }
+import json, platform, sys
+import flax, jax, optax
+info = {"python": platform.python_version(), "jax": jax.__version__, "flax": flax.__version__,
+        "optax": optax.__version__, "backend": jax.default_backend(),
+        "devices": [d.device_kind for d in jax.devices()]}
+try:
+    import orbax.checkpoint  # noqa: F401  (checkpoints; not needed for the timings)
+    info["orbax"] = True
+except ImportError:
+    info["orbax"] = False
+json.dump(info, open(sys.argv[1], "w"))
+print(json.dumps(info))
+if sys.argv[2] == "gpu" and info["backend"] != "gpu":
+    sys.exit("no GPU backend: " + info["backend"])
+PYEOF
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$LOG"
+
+OFFICIAL=()
+SRC="$PWD/.official/dreamer-3.3.1"
+if [ -f "$SRC/dreamerv3/agent.py" ] && [ -f "$SRC/dreamerv3/configs.yaml" ] && \
+   PYTHONPATH="$SRC:$PYTHONPATH" "$PY" -c "import elements, embodied, ninjax, ruamel.yaml; import dreamerv3.main" \
+   >>"$LOG" 2>&1; then
+  OFFICIAL=(--official-python "$PY" --official-src "$SRC")
+  say "official DreamerV3 source and requirements found: both sides run"
+else
+  OFFICIAL=(--ours-only)
+  say "no runnable official source (.official/dreamer-3.3.1 + .whl/official): this project's side only"
+fi
+
+# 3. the runs, one (size, dtype) per process so that a partial session still leaves whole records; each
+#    runs only if its expected seconds (EXPECT, measured on an H200: this project's size12m
+#    compile 37 s, the official's make_agent + init + first call 78 s) still fit the budget
+if [ $DRY = 1 ]; then  # size1m (the official has no smaller preset) at a tiny batch
+  SIZES=(size1m); SHAPE=(--batch 4 --seq 8 --rounds 2 --steps 2); declare -A EXPECT=([size1m]=60)
+else
+  SIZES=(size12m size1m); SHAPE=(--rounds 3 --steps 10); declare -A EXPECT=([size1m]=35 [size12m]=50)
+fi
+run() {  # run LABEL EXPECTED_S ARGS...
+  local label=$1 expect=$2; shift 2
+  if [ "$(left)" -lt "$expect" ]; then say "skip $label: $(left) s left, needs ~$expect s"; return; fi
+  say "run $label"
+  timeout "$(left)" "$PY" benchmarks/official/speed.py --platform "$PLATFORM" "${SHAPE[@]}" --out "$JSONL" "$@" \
+    >>"$LOG" 2>&1 || say "$label failed or timed out (exit $?; see log)"
+}
+SCALE=1; [ ${#OFFICIAL[@]} -gt 1 ] && SCALE=3  # the official side builds its replay and compiles slower
+for dtype in float32 bfloat16; do
+  for size in "${SIZES[@]}"; do
+    run "$size $dtype" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype "$dtype" "${OFFICIAL[@]}"
+  done
+done
+# the scan-unroll settings (docs/speed.md), this project's side alone, with the time left
+for s in "model.observe_unroll=8 behavior.imag_unroll=15" "model.observe_unroll=64 behavior.imag_unroll=15"; do
+  sets=(); for kv in $s; do sets+=(--set "$kv"); done
+  run "unroll ($s) ${SIZES[0]} float32" $(( EXPECT[${SIZES[0]}] * 2 )) --size "${SIZES[0]}" --dtype float32 \
+    --ours-only "${sets[@]}"
+done
+say "done: $(grep -c '"benchmark": "official_speed"' "$JSONL" 2>/dev/null || echo 0) records in $JSONL"
