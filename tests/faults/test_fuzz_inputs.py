@@ -1,4 +1,4 @@
-"""Issue 50, part 6: property-based fuzzing of every reader of user input.
+"""Property-based fuzzing of every reader of user input.
 
 The property, for each reader: a malformed input gives one clear line (the reader's own error type, a message
 without a newline) or is handled correctly; never another exception (a traceback), never a hang past a bound,

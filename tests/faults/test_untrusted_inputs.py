@@ -1,4 +1,4 @@
-"""Issue 50, "trust nothing received": a run folder, settings file or record someone else sends can neither
+"""Trust nothing received: a run folder, settings file or record someone else sends can neither
 write outside the folder it was given, run code, keep a malformed record in a count, nor end in a traceback.
 
 One test (or parametrised group) per CLASS of failure, each over every writer/reader of that kind:

@@ -99,7 +99,7 @@ def test_garbage_adapt_json_is_named(tmp_path: Path, pretrained_run: Path, junk:
 
 @pytest.mark.slow
 def test_adapt_stops_on_non_record_lines_then_resumes_once_fixed(tmp_path: Path, pretrained_run: Path) -> None:
-    """Issue 50: a line of episodes.jsonl that is not an episode record stops adapt in one line naming the
+    """A line of episodes.jsonl that is not an episode record stops adapt in one line naming the
     file and line (it was skipped with a warning); the file is left as it is, and once the line is removed
     the rerun resumes with every episode exactly once."""
     out, task = tmp_path / "adapt", "coffee-button-v3"
@@ -137,7 +137,7 @@ def test_metrics_resume_stops_on_non_records_and_cuts_a_torn_tail(tmp_path: Path
     assert [r["step"] for r in read_jsonl(path)] == [1, 2, 3]  # the generic reader still skips (official events)
     assert [r["step"] for r in read_jsonl(path, required=("nope",))] == []
     with pytest.raises(RecordError, match=r"metrics.jsonl line 2 is a JSON int, not a metrics row"):
-        drop_metrics_after(path, 2)  # the pre-training resume: one reader per record kind (issue 50)
+        drop_metrics_after(path, 2)  # the pre-training resume: one reader per record kind
     path.write_text(text.replace("42\n[1]\n", ""))
     drop_metrics_after(path, 2)
     assert [r["step"] for r in read_jsonl(path)] == [1, 2]

@@ -56,7 +56,7 @@ def test_bad_mode_is_named(trained):
 
 
 def test_create_learner_is_one_program_with_the_eager_values(make_config):
-    """create_learner initialises under one jit (issue 48: 89 tiny eager compilations before): the same
+    """create_learner initialises under one jit (89 tiny eager compilations before): the same
     values as building the Learner eagerly, bit for bit, with a distinct buffer per leaf (donation)."""
     from jax import monitoring
 

@@ -148,7 +148,7 @@ def test_resume_reads_a_key_added_later_as_the_old_behaviour_and_refuses_a_real_
     del saved["behavior"]["split_policy_out"]  # saved with the one output layer: resumes with it, not two
     assert resume_conflicts(saved, cfg) == []
     assert resume_conflicts(saved, cfg.replace({"behavior.split_policy_out": True})) == ["behavior.split_policy_out"]
-    del saved["model"]["observe_unroll"], saved["behavior"]["imag_unroll"]  # speed only (issue 48): saved
+    del saved["model"]["observe_unroll"], saved["behavior"]["imag_unroll"]  # speed only: saved
     assert resume_conflicts(saved, cfg) == []  # before they existed, or changed on resume, never a conflict
     assert resume_conflicts(saved, cfg.replace({"model.observe_unroll": 8, "behavior.imag_unroll": 15})) == []
     del saved["behavior"]["actent"]  # a key that is not listed is still a conflict

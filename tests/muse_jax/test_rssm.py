@@ -59,7 +59,7 @@ def test_imagine_shapes():
 
 
 def test_unrolled_scans_compute_the_rolled_numbers():
-    """`unroll` (model.observe_unroll, behavior.imag_unroll; issue 48) changes how the observe and imagine
+    """`unroll` (model.observe_unroll, behavior.imag_unroll) changes how the observe and imagine
     loops compile, not what they compute: in float32 the values match the rolled loops to 1e-6 and the
     gradients through the whole chain to 1e-4 relative (XLA fuses the unrolled body differently, so the
     float32 roundings differ; measured: at most 3e-5)."""
