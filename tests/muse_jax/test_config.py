@@ -61,7 +61,7 @@ def test_replace_validates():
         ({"model.detr": 3}, r"unknown config key 'model.detr'.*Did you mean 'deter'"),
         ({"modle.deter": 3}, r"unknown config key 'modle'"),
         ({"model.deter": "big"}, r"'model.deter' must be an integer"),
-        ({"regulation.strategy": "beam"}, r"choose one of \['gradient', 'rollouts', 'mcts', 'none'\]"),
+        ({"regulation.strategy": "beam"}, r"choose one of \['gradient', 'rollouts', 'mcts', 'none', 'mean'\]"),
         ({"regulation.beta": float("nan")}, r"'regulation.beta'.*finite"),
         ({"model.competence_quantiles": 0}, r"competence_quantiles.*N >= 1"),
         ({"behavior.imag_horizon": -1}, r"behavior.imag_horizon"),
