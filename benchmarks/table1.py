@@ -141,6 +141,40 @@ def run_line(run: Path, agent: str, *, config: str, device: str, seed: int, comm
             "episodes": [compact(r, seed) for r in records]}
 
 
+def quickstart_record(runs: Path, *, command: str, measured: str, machine: str, wall_s: int | None,
+                      budget: str) -> dict[str, Any]:
+    """docs/quickstart/results.json from a quickstart's run folders (`runs/quickstart`): each agent's adapt
+    `results.json` figures and its last pre-training window's self-awareness, plus the paper's Table 1."""
+    from muse_common.files import read_jsonl
+    from muse_jax.evaluate import PAPER_TABLE1, _cell
+
+    agents = {}
+    for agent, label in (("muse", "MUSE"), ("dreamer", "Dreamer-v3")):
+        r = json.loads((runs / agent / "adapt" / "results.json").read_text())
+        note = _cell(r, "sa_accuracy", True)
+        last = [m for m in read_jsonl(runs / agent / "metrics.jsonl", ("step",)) if "sa/episodes" in m][-1:]
+        agents[agent] = {
+            "label": label, **{k: r.get(k) for k in ("sa_accuracy", "sa_accuracy_n_half", "sa_auroc",
+                                                     "sa_quantile_accuracy", "success_rate", "tasks_solved",
+                                                     "episodes", "mean_time_to_success",
+                                                     "mean_time_to_success_solved", "sa_auroc_raw_value")},
+            "sa_accuracy_note": note[note.index("(") + 1:-1] if "(" in note else None,
+            "n_tasks": len(r["tasks"]),
+            "tasks": {t["task"]: {"success_rate": t["success_rate"], "mean_steps": t["mean_time_to_success"]}
+                      for t in r["tasks"]},
+            "pretrain_sa": {k.removeprefix("sa/"): v for k, v in (last[0] if last else {}).items()
+                            if k.startswith("sa/") and k.count("/") == 1},
+            "pretrain_env_steps": last[0]["env_steps"] if last else None,
+        }
+    paper = {a: {"sa_accuracy": v["sa_accuracy"], "sa_auroc": v["sa_auroc"], "tasks_solved":
+                 int(v["tasks_solved_fraction"].split("/")[0]), "n_tasks": 10, "episodes": 200}
+             for a, v in PAPER_TABLE1.items()}
+    return {"source": "made by `python -m benchmarks.table1 quickstart` from runs/quickstart/{muse,dreamer} "
+                      "(adapt/results.json and the last pre-training window of metrics.jsonl)",
+            "command": command, "measured": measured, "machine": machine, "wall_s": wall_s, "seed": 0,
+            "budget": budget, "agents": agents, "paper": paper}
+
+
 def main() -> None:
     import subprocess
 
@@ -157,7 +191,21 @@ def main() -> None:
     add.add_argument("--planned", type=int, default=None, help="adaptation episodes the run was to collect")
     add.add_argument("--commit", default=None, help="the code that ran (default: this checkout's HEAD)")
     add.add_argument("--out", required=True)
+    qs = sub.add_parser("quickstart", help="write docs/quickstart/results.json from a quickstart's run folders")
+    qs.add_argument("runs", help="the quickstart's folder (runs/quickstart)")
+    qs.add_argument("--measured", required=True, help="the date of the run")
+    qs.add_argument("--machine", required=True)
+    qs.add_argument("--wall-s", type=int, default=None)
+    qs.add_argument("--budget", required=True)
+    qs.add_argument("--out", required=True)
     args = p.parse_args()
+    if args.cmd == "quickstart":
+        from muse_common.files import atomic_write_json
+
+        atomic_write_json(args.out, quickstart_record(Path(args.runs), command="bash scripts/quickstart.sh",
+                                                      measured=args.measured, machine=args.machine,
+                                                      wall_s=args.wall_s, budget=args.budget))
+        return
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                            text=True, check=False).stdout.strip()
     for agent in ("muse", "dreamer"):
