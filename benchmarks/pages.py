@@ -347,8 +347,8 @@ def regulation_effect(docs: Path) -> str:
            "action without exploration noise (`mean`): a gain that `mean` also has is de-noising, not competence "
            "steering. Mean per-step effect sizes: `state change` = |s - s_t| against the posterior the plain actor "
            "acts from, `action change` = |a_t - a_plain|, `ascent` = the same against the identical loop with "
-           "beta = 0; and why the ascent moves the action as much as it does: |grad| of the competence at the "
-           "ascended state, the actor's sensitivity there (|d mean / d feature|) and its tanh saturation "
+           "beta = 0; and why the ascent moves the action as much as it does: the gradient norm of the competence "
+           "at the ascended state, the actor's sensitivity there (|d mean / d feature|) and its tanh saturation "
            "(mean |mean action|, 1 = saturated). The reading of each choice is on "
            "[Self-awareness and self-regulation](../self-regulation.md).", ""]
     for name, caption in REGULATION_RUNS.items():
@@ -379,7 +379,8 @@ def regulation_effect(docs: Path) -> str:
         secs = f"; {fmt(d['seconds'], 0)} s in all" if d.get("seconds") else ""
         out += [f"## {caption}", "",
                 about(command=f"python benchmarks/regulation_effect.py --checkpoint {d['checkpoint'].split(' ')[0]} "
-                              f"--episodes {d['episodes_per_task']} --seed {d['seed']}",
+                              f"--tasks {' '.join(d['tasks'])} --episodes {d['episodes_per_task']} --seed {d['seed']}"
+                              + (f" --arms {' '.join(arms)}" if len(arms) < 8 else ""),
                       machine=d.get("machine", "2 shared CPU cores"),
                       seeds=f"episode seed {d['seed']}, paired over arms",
                       budget=f"{d['episodes_per_task']} episodes per task x {len(d['tasks'])} tasks ({per}), "
@@ -403,7 +404,7 @@ def regulation_effect(docs: Path) -> str:
             ])
         out.append(table(["arm", f"successes / {plain['episodes']}", "95% CI", "per task",
                           "vs plain (only this / only plain)", "vs mean", "vs beta=0, same reading", "state change",
-                          "action change", "ascent: state / action", "|grad| / actor sensitivity / mean abs action",
+                          "action change", "ascent: state / action", "grad norm / actor sensitivity / mean abs action",
                           "competence (honest / regulated)"], rows))
     return "\n".join(out)
 
@@ -531,7 +532,10 @@ def quickstart(docs: Path) -> str:
                   for a in (muse, dreamer)) + "."),
         table(["Task", f"{muse['label']} success", f"{muse['label']} steps", f"{dreamer['label']} success",
                f"{dreamer['label']} steps"], tasks), "",
-        "![quickstart ROC](../quickstart_roc_both.png)"])
+        "![quickstart ROC](../quickstart_roc_both.png)", "",
+        "Pre-training, per window of 600 env steps (`sa/auroc`: how well each agent's signal ranked its own 64 most "
+        "recent episodes, from `metrics.jsonl`):", "",
+        "![quickstart pre-training](../quickstart_pretrain.png)"])
 
 
 # ---------------------------------------------------------------------------------------- MUSE Table 1
