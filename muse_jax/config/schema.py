@@ -228,10 +228,10 @@ class RegulationConfig:
                                integer_at_least(1))
     """H, the rollout horizon of Algorithm 1 (also used by rollouts and MCTS depth)."""
     beta: float = setting(0.02, number_at_least(0))
-    """Step size of the gradient ascent on s = (h, z) (MUSE Algorithm 1: 0.02). Measured on the quickstart
-    model (benchmarks/regulation_effect.py, docs/self-regulation.md): no beta or reading beat the
-    plain actor; up to 0.5 the ascent changes no outcome against beta = 0, and large in-place steps hurt.
-    The defaults of this section are therefore Algorithm 1 as written."""
+    """Step size of the gradient ascent on s = (h, z) (MUSE Algorithm 1: 0.02). Measured closed loop on the
+    quickstart model (benchmarks/regulation_effect.py, docs/self-regulation.md): at 0.02 the ascent changes
+    no outcome against beta = 0, and no reading beats the noisy plain actor. The defaults of this section
+    are therefore Algorithm 1 as written."""
     num_rollouts: int = setting(16, at_most(4_096, "rollouts held in memory per decision"), integer_at_least(1))
     """(a) Number of sampled imagined rollouts."""
     mcts_simulations: int = setting(32, at_most(100_000, "simulations per decision; each is a model step"),
