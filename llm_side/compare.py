@@ -29,6 +29,7 @@ the actor, reflection model and M_sa every MUSE episode used.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,18 +61,64 @@ TRAINED_PARTS = (  # (muse option, folder under the pipeline's OUT, spec prefix,
 )
 
 
-def trained_options(pipeline_out: str | Path) -> dict[str, str]:
-    """MUSE's options for the models Algorithm 3 trained into `pipeline_out`; every part is required."""
+def trained_base(metrics: dict[str, Any]) -> str | None:
+    """The `--model` spec a trained part was fine-tuned from: its recorded `base_model`, else read off its
+    base folder (a packaged model's cache folder is named '<model>-<sha>'; hf:DIR is the folder)."""
+    if metrics.get("base_model"):
+        return str(metrics["base_model"])
+    base = metrics.get("base")
+    if not base:
+        return None
+    from llm_side.backends.models import MODELS
+
+    name = Path(str(base)).name
+    for model in MODELS.values():
+        if name == f"{model.name}-{model.sha256[:16]}":
+            return model.name
+    return f"hf:{base}"
+
+
+def check_trained_base(root: Path, model: str) -> None:
+    """Refuse trained parts fine-tuned from another base than `--model` (ReAct and Reflexion run `--model`:
+    a MUSE on another base would not be like for like), in one line."""
+    for sub in ("actor_sft", "reflection_dpo"):
+        path = root / sub / "metrics.json"
+        try:
+            metrics = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        base = trained_base(metrics if isinstance(metrics, dict) else {})
+        if base is not None and base.strip() != model.strip():
+            raise CompareError(f"--trained {root}: {sub} was fine-tuned from '{base}', not from --model '{model}'; "
+                               f"pass --model {base} (ReAct and Reflexion must run the base the parts share)")
+
+
+def trained_options(pipeline_out: str | Path, model: str | None = None) -> dict[str, str]:
+    """MUSE's options for the models Algorithm 3 trained into `pipeline_out`; every part is required (the
+    reflection model unless its DPO stage was skipped for want of pairs: then the base reflects). With
+    `model`, the parts must have been fine-tuned from it."""
     root = Path(pipeline_out).expanduser()
+    if model is not None:
+        check_trained_base(root, model)
     opts = {}
     for key, sub, prefix, stage in TRAINED_PARTS:
         folder = root / sub
         marker = folder / ("msa_meta.json" if key == "msa" else "config.json")
+        if key == "reflection_model" and _dpo_skipped(root):
+            continue
         if not marker.is_file():
             raise CompareError(f"--trained {root}: no {sub} (trained by `muse-llm alfworld-pipeline --out {root} "
                                f"--stage {stage}`); run that stage first or leave --trained out for the base MUSE")
         opts[key] = f"{prefix}{folder}"
     return opts
+
+
+def _dpo_skipped(root: Path) -> bool:
+    """True when the pipeline's DPO stage finished without training (no preference pair)."""
+    try:
+        return bool(json.loads((root / "reflection_dpo" / "metrics.json").read_text()).get("skipped"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def muse_parts(records: list[dict[str, Any]]) -> str:
@@ -249,7 +296,10 @@ def settings_of(a: argparse.Namespace) -> dict[str, Any]:
     if a.trained:
         cfg["trained"] = a.trained
     if cfg.get("trained"):
-        agent_opt["muse"] = {**trained_options(cfg["trained"]), **agent_opt.get("muse", {})}
+        from llm_side.run_spec import default_model
+
+        model = str(cfg.get("model") or default_model())
+        agent_opt["muse"] = {**trained_options(cfg["trained"], model), **agent_opt.get("muse", {})}
     cfg["agent_opt"] = agent_opt
     return cfg
 

@@ -119,3 +119,27 @@ def test_compare_trained_points_muse_at_the_pipeline_models(tmp_path, capsys, mo
     assert muse.agent_opt["msa"] == str(pipe / "msa")
     recs = [{"actor_model": "hf:A", "reflection_model": "hf:R", "msa_source": "M"}]
     assert compare.muse_parts(recs) == "MUSE parts: actor hf:A; reflection model hf:R; M_sa M"
+
+
+def test_compare_trained_refuses_parts_of_another_base(tmp_path, capsys, monkeypatch, fake_agents):
+    """ReAct and Reflexion run --model: trained parts fine-tuned from another base are refused in one line;
+    a DPO stage skipped for want of pairs leaves the base to reflect."""
+    pipe = tmp_path / "pipe"
+    for sub in ("actor_sft/merged", "reflection_dpo/merged"):
+        (pipe / sub).mkdir(parents=True)
+        (pipe / sub / "config.json").write_text("{}")
+    (pipe / "msa").mkdir()
+    (pipe / "msa" / "msa_meta.json").write_text("{}")
+    (pipe / "actor_sft" / "metrics.json").write_text(json.dumps({"base_model": "smollm2"}))
+    argv = ["compare", "--env", "fake", "--out", str(tmp_path / "cmp"), "--trained", str(pipe), "--no-progress"]
+    assert main([*argv, "--model", "qwen0.5b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "actor_sft was fine-tuned from 'smollm2', not from --model 'qwen0.5b'" in err[0]
+    # no base_model recorded (older runs): the packaged model is read off the base folder's name
+    (pipe / "actor_sft" / "metrics.json").write_text(json.dumps({"base": "/c/muse-llm/smollm2-b179c9523d0e6a0f"}))
+    with pytest.raises(compare.CompareError, match="from 'smollm2'"):
+        compare.trained_options(pipe, "qwen0.5b")
+    assert compare.trained_options(pipe, "smollm2")["reflection_model"].startswith("hf:")
+    skipped = {"skipped": "no DPO pair", "base_model": "smollm2"}
+    (pipe / "reflection_dpo" / "metrics.json").write_text(json.dumps(skipped))
+    assert "reflection_model" not in compare.trained_options(pipe, "smollm2")
