@@ -24,6 +24,12 @@ trained: the LoRA-SFT actor/world model (OUT/actor_sft/merged), the DPO'd reflec
 Reflexion keep the base `--model`, as in the paper. Without `--trained`, MUSE runs the base actor and
 reflection model (with whatever `muse:msa=DIR` names); the tables then say so: a "MUSE parts" line names
 the actor, reflection model and M_sa every MUSE episode used.
+
+Reading of the baselines (docs/llm/readings.md). Paper 000 says of Reflexion "our implementation uses
+distinct LLMs fine-tuned for each respective task". Our default reads it as MUSE's own models (its actor
+and reflection model are distinct fine-tuned LLMs) and runs ReAct and Reflexion on the base `--model`.
+The other reading, Reflexion with the same fine-tuned actor and reflection model as MUSE (and no M_sa), is
+`--reflexion-trained` (with `--trained`).
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ from muse_common.arg_parser import ArgumentParser
 
 AGENTS = ("react", "reflexion", "muse")
 KEYS = ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes",
-        "agents", "env_opt", "agent_opt", "trained")
+        "agents", "env_opt", "agent_opt", "trained", "reflexion_trained")
 TRAINED_PARTS = (  # (muse option, folder under the pipeline's OUT, spec prefix, the stage that writes it)
     ("actor_model", "actor_sft/merged", "hf:", "sft"),
     ("reflection_model", "reflection_dpo/merged", "hf:", "dpo"),
@@ -258,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trained", metavar="PIPELINE_OUT",
                    help="MUSE uses the actor, reflection model and M_sa that `muse-llm alfworld-pipeline --out "
                         "PIPELINE_OUT` trained (Algorithm 3); ReAct and Reflexion keep --model")
+    p.add_argument("--reflexion-trained", action="store_true",
+                   help="the other reading of paper 000's baselines: Reflexion also uses the fine-tuned actor and "
+                        "reflection model of --trained (default: Reflexion runs the base --model)")
     p.add_argument("--report-only", action="store_true", help="only print the tables of existing runs")
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -299,7 +308,13 @@ def settings_of(a: argparse.Namespace) -> dict[str, Any]:
         from llm_side.run_spec import default_model
 
         model = str(cfg.get("model") or default_model())
-        agent_opt["muse"] = {**trained_options(cfg["trained"], model), **agent_opt.get("muse", {})}
+        parts = trained_options(cfg["trained"], model)
+        agent_opt["muse"] = {**parts, **agent_opt.get("muse", {})}
+        if a.reflexion_trained or cfg.get("reflexion_trained"):
+            models = {k: v for k, v in parts.items() if k in ("actor_model", "reflection_model")}
+            agent_opt["reflexion"] = {**models, **agent_opt.get("reflexion", {})}
+    elif a.reflexion_trained or cfg.get("reflexion_trained"):
+        raise CompareError("--reflexion-trained needs --trained PIPELINE_OUT (the fine-tuned models to give Reflexion)")
     cfg["agent_opt"] = agent_opt
     return cfg
 

@@ -223,16 +223,10 @@ class Options(reflexion.Options):
     """Context window for `rollout_tokens=context` when the backend does not report one."""
     adapt_episodes: int = setting(0, integer_at_least(0))
     """k of Algorithm 3: refit M_sa after a task's first k episodes (0 = no deployment adaptation)."""
-    reflection_model: str | None = None
-    """Model spec of a separately fine-tuned reflection model M_rx; none = the acting LLM reflects."""
-    actor_model: str | None = None
-    """Model spec of a fine-tuned Actor/World model (Algorithm 3's SFT stage, e.g.
-    hf:OUT/actor_sft/merged); the run's --model then writes the reflections unless reflection_model is
-    given, as M_rx is a model of its own in Algorithm 3. none = the run's --model acts."""
 
 
 def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None = None) -> MuseAgent:
-    from llm_side.backends import load_embedder, load_llm
+    from llm_side.backends import load_embedder
 
     opts = build_options(Options, opts, "muse")
     embedder = load_embedder(opts.embedder)
@@ -244,11 +238,7 @@ def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None
         msa, replay = sa.SelfAwarenessModel(embedder), []
     models = ("msa", "embedder", "reflection_model", "actor_model")  # loaded here, not MuseAgent's keywords
     kw = {k: v for k, v in dataclasses.asdict(opts).items() if k not in models}
-    if opts.reflection_model:
-        kw["reflection_llm"] = load_llm(opts.reflection_model)
-    if opts.actor_model:
-        kw.setdefault("reflection_llm", llm)
-        llm = load_llm(opts.actor_model)
+    llm, kw["reflection_llm"] = reflexion.load_models(llm, opts)  # Algorithm 3's fine-tuned actor and M_rx
     agent = MuseAgent(llm, msa, replay=replay, **kw)
     agent.msa_source = str(msa_dir) if msa_dir else None
     if not msa_dir:

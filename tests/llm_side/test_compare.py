@@ -143,3 +143,19 @@ def test_compare_trained_refuses_parts_of_another_base(tmp_path, capsys, monkeyp
     skipped = {"skipped": "no DPO pair", "base_model": "smollm2"}
     (pipe / "reflection_dpo" / "metrics.json").write_text(json.dumps(skipped))
     assert "reflection_model" not in compare.trained_options(pipe, "smollm2")
+
+
+def test_reflexion_trained_is_the_other_reading_of_the_baselines(tmp_path, fake_agents):
+    """Default: Reflexion runs the base --model; --reflexion-trained gives it MUSE's fine-tuned actor and M_rx."""
+    pipe = tmp_path / "pipe"
+    for sub in ("actor_sft/merged", "reflection_dpo/merged"):
+        (pipe / sub).mkdir(parents=True)
+        (pipe / sub / "config.json").write_text("{}")
+    (pipe / "msa").mkdir()
+    (pipe / "msa" / "msa_meta.json").write_text("{}")
+    assert "actor_model" not in _settings("--env", "fake", "--trained", str(pipe))["agent_opt"].get("reflexion", {})
+    opts = _settings("--env", "fake", "--trained", str(pipe), "--reflexion-trained")["agent_opt"]["reflexion"]
+    assert opts == {"actor_model": f"hf:{pipe / 'actor_sft' / 'merged'}",
+                    "reflection_model": f"hf:{pipe / 'reflection_dpo' / 'merged'}"}
+    with pytest.raises(compare.CompareError, match="needs --trained"):
+        _settings("--env", "fake", "--reflexion-trained")
