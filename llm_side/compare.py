@@ -198,7 +198,8 @@ def figures(records: list[dict[str, Any]]) -> tuple[str, str]:
     if not records:
         return "n/a: no episodes", "n/a: no episodes"
     succ = [bool(r["success"]) for r in records]
-    rate = f"{100 * metrics.success_rate(succ):.0f}% ({sum(succ)}/{len(succ)})"
+    lo, hi = metrics.wilson_interval(sum(succ), len(succ))
+    rate = f"{100 * metrics.success_rate(succ):.0f}% ({sum(succ)}/{len(succ)}; 95% CI {100 * lo:.0f}-{100 * hi:.0f})"
     if not any(succ):
         return rate, "n/a: no episode succeeded"
     steps = [int(r["steps"]) for r in records]
@@ -221,6 +222,25 @@ def self_awareness(records: list[dict[str, Any]]) -> str:
             f"accuracy {metrics.accuracy(scores, labels, 0.5):.3f}")
 
 
+def paired(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], first: int, count: int) -> list[str]:
+    """MUSE (else the first agent) against each other agent on the same (task, episode) test episodes: who
+    won which, and the exact McNemar p-value of the difference."""
+    names = list(runs)
+    ref = "muse" if "muse" in runs else names[0]
+    outcome = {n: {(str(r["task"]), int(r["episode"])): bool(r["success"]) for r in window(recs, first, count)}
+               for n, (_, recs) in runs.items()}
+    lines = []
+    for other in (n for n in names if n != ref):
+        keys = sorted(set(outcome[ref]) & set(outcome[other]))
+        both = sum(outcome[ref][k] and outcome[other][k] for k in keys)
+        only_ref = sum(outcome[ref][k] and not outcome[other][k] for k in keys)
+        only_other = sum(outcome[other][k] and not outcome[ref][k] for k in keys)
+        lines.append(f"- {ref} vs {other} ({len(keys)} paired episodes): both won {both}, only {ref} {only_ref}, "
+                     f"only {other} {only_other}, neither {len(keys) - both - only_ref - only_other}; exact McNemar "
+                     f"p = {metrics.mcnemar_exact(only_ref, only_other):.3g}")
+    return lines
+
+
 def tables(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], adapt: int, test: int) -> str:
     """Markdown of Tables 3 and 4 (and MUSE's Table 2 line) for like-for-like runs."""
     check_like_for_like(runs)
@@ -239,8 +259,11 @@ def tables(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], adapt: 
                f"{info.get('max_steps') or 'env default'}, seed {info.get('seed')}; pre-trained = episodes 1-{test}, "
                f"adaptation = episodes {adapt + 1}-{adapt + test} of each task")
     out = [f"Same test episodes for every agent: {setting}.", "",
-           "## Table 3: success rate on the test episodes", "", *t3, "",
+           "## Table 3: success rate on the test episodes (95% Wilson intervals)", "", *t3, "",
            f"## Table 4: time to success (failures count {TIME_PENALTY} steps)", "", *t4]
+    if len(runs) > 1:
+        out += ["", "## Paired comparison on the same test episodes (additional adaptation)", "",
+                *paired(runs, adapt, test)]
     if "muse" in runs:
         recs = runs["muse"][1]
         out += ["", muse_parts(recs), "", "## Table 2: MUSE self-awareness on the test episodes", ""]

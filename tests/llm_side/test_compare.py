@@ -49,7 +49,9 @@ def test_compare_runs_identical_episodes_and_prints_tables_3_and_4(tmp_path, cap
     key = lambda recs: sorted((r["task"], r["episode"], r["seed"]) for r in recs)  # noqa: E731
     assert key(a) == key(b) and len(a) == 3 * 2  # 3 tasks x (1 adaptation + 1 test)
     # the memory agent fails its first episode and wins once it remembers the failure
-    assert "| memory-a | 0% (0/3) | 100% (3/3) |" in text
+    assert "| memory-a | 0% (0/3; 95% CI 0-56) | 100% (3/3; 95% CI 44-100) |" in text
+    assert ("- memory-a vs memory-b (3 paired episodes): both won 3, only memory-a 0, only memory-b 0, neither 0; "
+            "exact McNemar p = 1") in text
     assert "| memory-b | n/a: no episode succeeded | 1.0 |" in text
     assert "Same test episodes for every agent: 3 tasks of env fake, model smollm2, max steps 3" in text
     assert "fake/memory-b: 3/6 episodes succeeded" in text.split("Same test episodes")[0]  # as `run` says it
@@ -159,3 +161,12 @@ def test_reflexion_trained_is_the_other_reading_of_the_baselines(tmp_path, fake_
                     "reflection_model": f"hf:{pipe / 'reflection_dpo' / 'merged'}"}
     with pytest.raises(compare.CompareError, match="needs --trained"):
         _settings("--env", "fake", "--reflexion-trained")
+
+
+def test_intervals_and_paired_test_figures():
+    from muse_common import metrics
+
+    lo, hi = metrics.wilson_interval(0, 3)
+    assert lo == 0.0 and round(hi, 3) == 0.561 and metrics.wilson_interval(3, 3)[1] == 1.0
+    assert metrics.mcnemar_exact(0, 3) == 0.25 and metrics.mcnemar_exact(1, 4) == 0.375
+    assert metrics.mcnemar_exact(0, 0) == 1.0
