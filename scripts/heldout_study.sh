@@ -22,6 +22,7 @@ for stage in collect train-sa sft dpo; do
   "$PY" -m llm_side.cli alfworld-pipeline --stage "$stage" --out "$PIPE" --model "$MODEL" --limit "$TRAIN_GAMES" \
     --collect-episodes 1 --expert-share 0.5 ${PIPELINE_ARGS:-}
 done
+mkdir -p "$(dirname "$OUT")"
 echo "[study] compare --out $OUT ($(date -u +%H:%M:%S))" >&2
 # shellcheck disable=SC2086
 "$PY" -m llm_side.cli compare --config configs/llm/alfworld-heldout-study.yaml --model "$MODEL" --trained "$PIPE" \
