@@ -78,7 +78,7 @@ class PipelineConfig:
     dpo_steps: int = 50
     expert_share: float = 0.25  # share of train games the expert plays when the agent won none (0 = never)
     sft_rows_per_game: int = 8  # SFT rows kept per successful episode, evenly spaced over its steps
-    sft_row_tokens: int = 1024  # longest SFT row; longer ones lose their transcript's oldest steps
+    sft_row_tokens: int = 2048  # longest SFT row (a 2-shot head is 1110-1566 Qwen tokens); longer ones lose old steps
     sft_lr: float = 1e-3
     lora_rank: int = 8
     sft_heldout: int = 4  # rows held out to measure the trained actor against the base
@@ -371,7 +371,7 @@ def build_parser() -> Any:
     p.add_argument("--lora-rank", type=int, default=8, help="LoRA rank of SFT and DPO")
     p.add_argument("--sft-rows-per-game", type=int, default=8,
                    help="SFT rows kept per successful episode, evenly spaced over its steps")
-    p.add_argument("--sft-row-tokens", type=int, default=1024,
+    p.add_argument("--sft-row-tokens", type=int, default=2048,
                    help="longest SFT row in tokens; a longer row loses its transcript's oldest steps")
     p.add_argument("--sft-heldout", type=int, default=4,
                    help="SFT rows held out to measure the trained actor against the base (NLL, greedy actions)")
