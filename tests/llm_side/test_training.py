@@ -245,3 +245,15 @@ def test_test_metrics_use_only_test_episodes():
     assert m["episodes"] == 2 and m["success_rate"] == 1.0 and m["time_to_success_penalty100"] == 10
     m_all = pipe.test_metrics(recs, first_test=0)
     assert m_all["sa_auroc"] == 1.0 and m_all["sa_accuracy"] == 1.0 and m_all["time_to_success_penalty100"] == 55
+
+
+def test_expert_games_share_and_pipeline_flags_are_checked(capsys):
+    ids = [f"g{i}" for i in range(10)]
+    picked = pipe.expert_games(ids, 0.25, seed=0)
+    assert len(picked) == 3 and picked == [t for t in ids if t in picked] == pipe.expert_games(ids, 0.25, seed=0)
+    assert pipe.expert_games(ids, 0.0, 0) == [] and pipe.expert_games(ids[:1], 0.01, 0) == ["g0"]
+    assert pipe.expert_games(ids, 1.0, 0) == ids
+    for flag, value in (("--expert-share", "1.5"), ("--sft-steps", "0"), ("--lora-rank", "0"), ("--sft-lr", "0")):
+        assert pipe.main(["--stage", "sft", "--out", "x", flag, value]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and flag in err[0], err
