@@ -23,8 +23,9 @@ The last line printed is one JSON object: `batched_s`, `sequential_s` (medians o
 `--agent-steps K` measures what a user waits for instead: ReAct and MUSE-LLM (rollouts as configured:
 `--rollouts`, the CPU horizon, an untrained M_sa, which costs the same to run) each play the first K steps of
 the same real ALFWorld game (`--game`, default the first of eval_out_of_distribution) with the same model in
-this process, alternately `--repeats` times; the JSON gives seconds per step of each (medians), the ratio
-MUSE / ReAct and the machine's load average, since a shared machine's load moves both.
+this process, alternately `--repeats` times, after a warm-up step of ReAct and a warm-up of M_sa's embedder;
+the JSON gives seconds per step of each (medians), the ratio MUSE / ReAct and the machine's load average,
+since a shared machine's load moves both.
 
     python benchmarks/llm_sampling.py --model qwen0.5b --agent-steps 3 --repeats 1
 """
@@ -198,6 +199,7 @@ def agent_steps(args: argparse.Namespace) -> dict:
     muse.end_episode = lambda outcome: None  # no reflection / chunk scoring after the timed steps
     react.end_episode = lambda outcome: None
     _step_times(env, react, task, 1)  # warm-up: first-call allocations out of the timing
+    muse.msa.embed(["warm-up"])  # the sentence embedder loads on first use: not part of a step
     times: dict[str, list[float]] = {"react": [], "muse": []}
     loads = []
     try:
