@@ -42,14 +42,16 @@ from muse_common.files import read_jsonl
 from muse_common.settings import Allowed, build_options, integer_at_least, setting
 
 REPLAY_FILE = "replay.jsonl"
-CPU_ROLLOUT_TOKENS = 96
-"""The CPU default horizon, sized to keep a MUSE step within 3x a ReAct step on the same model and machine.
-One M_sa chunk (four action-observation pairs) of the ALFWorld ReAct examples is 128 tokens on average (179 at
-the 90th percentile, Qwen2.5 tokenizer, all 289 pairs of react_alfworld_3prompts.json), so 96 tokens hold about
-three pairs. Measured with benchmarks/llm_sampling.py --agent-steps 2 (qwen0.5b, 2 shared CPU cores, one torch
-thread, load average 4.6-6.6): ReAct 23-29 s a step; MUSE (5 rollouts, one shared prefill) 131 s at 256 tokens
-(4.5x), 82 s at 128 (3.5x); a batch-5 decoding step costs ~0.38 s, so each token of horizon costs the step
-that. Rolling out to the 32K window instead would take tens of minutes a step."""
+CPU_ROLLOUT_TOKENS = 64
+"""The CPU default horizon, sized to keep a MUSE step within 3x a ReAct step on the same model and machine
+(issue 47). One M_sa chunk (four action-observation pairs) of the ALFWorld ReAct examples is 128 tokens on
+average (179 at the 90th percentile, Qwen2.5 tokenizer, all 289 pairs of react_alfworld_3prompts.json), so 64
+tokens hold about two pairs: M_sa scores half a chunk (`rollout_tokens=128` scores about one, at ~3.5x).
+Measured with benchmarks/llm_sampling.py --agent-steps 2 (qwen0.5b, 2 CPU cores shared with other jobs, one
+torch thread; docs/llm/alfworld_pipeline.md has the table): MUSE / ReAct seconds per step 4.54 at 256 tokens,
+3.54 at 128, 3.31-3.43 at 96, 1.67 at 64 (ReAct 23-58 s a step as the load went from 5 to 11). A batch-5
+decoding step costs ~0.4 s there, so each token of horizon costs the step that. Rolling out to the 32K
+window instead would take tens of minutes a step."""
 DEFAULT_CONTEXT_WINDOW = 8192
 """Window assumed for backends that do not report theirs (an OpenAI-compatible server): set the
 `context_window` option to the server's n_ctx."""
