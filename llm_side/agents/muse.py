@@ -49,7 +49,7 @@ average (179 at the 90th percentile, Qwen2.5 tokenizer, all 289 pairs of react_a
 tokens hold about two pairs: M_sa scores half a chunk (`rollout_tokens=128` scores about one, at ~3.5x).
 Measured with benchmarks/llm_sampling.py --agent-steps 2 (qwen0.5b, 2 CPU cores shared with other jobs, one
 torch thread; docs/llm/alfworld_pipeline.md has the table): MUSE / ReAct seconds per step 4.54 at 256 tokens,
-3.54 at 128, 3.31-3.43 at 96, 1.67 at 64 (ReAct 23-58 s a step as the load went from 5 to 11). A batch-5
+3.54 at 128, 3.31-3.43 at 96, 1.67-2.06 at 64 (ReAct 15-58 s a step as the load went from 1.4 to 11). A batch-5
 decoding step costs ~0.4 s there, so each token of horizon costs the step that. Rolling out to the 32K
 window instead would take tens of minutes a step."""
 DEFAULT_CONTEXT_WINDOW = 8192
