@@ -19,6 +19,15 @@ them together.
 
 The last line printed is one JSON object: `batched_s`, `sequential_s` (medians over repeats),
 `speedup` (sequential / batched), `prompt_tokens`, and the settings.
+
+`--agent-steps K` measures what a user waits for instead: ReAct and MUSE-LLM (rollouts as configured:
+`--rollouts`, the CPU horizon, an untrained M_sa, which costs the same to run) each play the first K steps of
+the same real ALFWorld game (`--game`, default the first of eval_out_of_distribution) with the same model in
+this process, alternately `--repeats` times, after a warm-up step of ReAct and a warm-up of M_sa's embedder;
+the JSON gives seconds per step of each (medians), the ratio MUSE / ReAct and the machine's load average,
+since a shared machine's load moves both.
+
+    python benchmarks/llm_sampling.py --model qwen0.5b --agent-steps 3 --repeats 1
 """
 
 from __future__ import annotations
@@ -110,6 +119,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--serve", action="store_true",
                    help="start `muse-llm serve` on the packaged --model and measure the server backend")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="server threads with --serve")
+    p.add_argument("--agent-steps", type=int, default=0,
+                   help="time K steps of ReAct and of MUSE-LLM on a real ALFWorld game instead (s/step, ratio)")
+    p.add_argument("--game", default=None, help="ALFWorld task id for --agent-steps (default: first held-out game)")
+    p.add_argument("--rollout-tokens", default="auto", help="MUSE's rollout_tokens for --agent-steps (default auto)")
     args = p.parse_args(argv)
     for name in ("rollouts", "max_tokens", "prompt_steps", "repeats"):
         if getattr(args, name) < 1:
@@ -117,6 +130,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.temperature <= 0:
         p.error("--temperature must be > 0: greedy decoding draws one sample, so there is nothing to batch")
 
+    if args.agent_steps > 0:
+        return agent_steps(args)
     if args.serve:
         if args.model.startswith(("openai:", "hf:")):
             p.error("--serve takes a packaged model or gguf:FILE as --model")
@@ -154,6 +169,62 @@ def measure(args: argparse.Namespace, spec: str, backend: str) -> dict:
               "speedup": round(s / b, 3) if b > 0 else None,
               "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
     return emit_record(record, None)
+
+
+def _step_times(env, agent, task: str, steps: int) -> list[float]:
+    """Seconds of each of the first `steps` steps of `agent` on `task` (the reflection after the episode,
+    which both agents write alike, is not timed)."""
+    from llm_side.harness.runner import run_episode
+
+    marks = [time.perf_counter()]
+    run_episode(env, agent, task_id=task, episode=0, max_steps=steps, seed=0,
+                on_step=lambda t: marks.append(time.perf_counter()))
+    return [b - a for a, b in zip(marks, marks[1:], strict=False)]
+
+
+def agent_steps(args: argparse.Namespace) -> dict:
+    """ReAct's and MUSE-LLM's seconds per step on the same game, model and machine (module docstring)."""
+    from llm_side.agents import self_awareness as sa
+    from llm_side.agents.muse import MuseAgent
+    from llm_side.agents.react import ReActAgent
+    from llm_side.backends import load_embedder
+    from llm_side.envs.alfworld import make_env
+
+    llm = load_llm(args.model)
+    env = make_env()
+    task = args.game or env.task_ids("eval_out_of_distribution")[0]
+    horizon = int(args.rollout_tokens) if str(args.rollout_tokens).isdigit() else args.rollout_tokens
+    react = ReActAgent(llm)
+    muse = MuseAgent(llm, sa.SelfAwarenessModel(load_embedder()), n_rollouts=args.rollouts, rollout_tokens=horizon)
+    muse.end_episode = lambda outcome: None  # no reflection / chunk scoring after the timed steps
+    react.end_episode = lambda outcome: None
+    _step_times(env, react, task, 1)  # warm-up: first-call allocations out of the timing
+    muse.msa.embed(["warm-up"])  # the sentence embedder loads on first use: not part of a step
+    times: dict[str, list[float]] = {"react": [], "muse": []}
+    loads = []
+    try:
+        for _ in range(args.repeats):
+            for name, agent in (("react", react), ("muse", muse)):
+                loads.append(os.getloadavg()[0])
+                times[name].extend(_step_times(env, agent, task, args.agent_steps))
+    finally:
+        env.close()
+    r, m = statistics.median(times["react"]), statistics.median(times["muse"])
+    record = {"benchmark": "llm_agent_steps", "model": args.model, "game": task, "steps": args.agent_steps,
+              "repeats": args.repeats, "rollouts": args.rollouts, "rollout_tokens": args.rollout_tokens,
+              "react_s_per_step": round(r, 2), "muse_s_per_step": round(m, 2),
+              "muse_over_react": round(m / r, 2) if r > 0 else None,
+              "react_steps_s": [round(x, 2) for x in times["react"]],
+              "muse_steps_s": [round(x, 2) for x in times["muse"]],
+              "load_avg_1min": [round(x, 2) for x in loads], "torch_threads": _threads(),
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    return emit_record(record, None)
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     muse-llm run --env alfworld --agent react --split eval_out_of_distribution --limit 5 --out runs/x
     muse-llm tasks --env alfworld --split eval_out_of_distribution
     muse-llm report runs/x runs/y
+    muse-llm compare | alfworld-pipeline | serve | sweep-tau --help
 
 Env and agent names come from llm_side/registry.py: the built-ins, and third-party ones installed under the
 entry-point groups `muse_llm.envs` / `muse_llm.agents` (a `module:factory` path is refused: no code from settings).
@@ -118,22 +119,25 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("dirs", nargs="+")
     rep.add_argument("--threshold", type=float, default=0.5, help="self-awareness threshold (default 0.5)")
     rep.set_defaults(func=cmd_report)
+    for name, (_, summary) in PASSTHROUGH.items():  # listed in --help; main() hands them their own parser
+        sub.add_parser(name, help=f"{summary} (muse-llm {name} --help)", add_help=False)
     return parser
 
 
-# Subcommands with their own argument parsers, handed the rest of the command line.
+# Subcommands with their own argument parsers, handed the rest of the command line: (entry, --help line).
 PASSTHROUGH = {
-    "sweep-tau": "llm_side.sweep:main",  # RefRea threshold study (paper 003, Figure 3)
-    "alfworld-pipeline": "llm_side.pipeline_alfworld:main",  # MUSE-LLM Algorithm 3 stages
-    "compare": "llm_side.compare:main",  # MUSE-LLM Tables 3-4: ReAct, Reflexion, MUSE on the same episodes
-    "serve": "llm_side.serve:main",  # llama.cpp's OpenAI-compatible server on a packaged GGUF
+    "compare": ("llm_side.compare:main", "MUSE-LLM Tables 2-4: ReAct, Reflexion and MUSE on the same episodes"),
+    "alfworld-pipeline": ("llm_side.pipeline_alfworld:main",
+                          "MUSE-LLM Algorithm 3: collect, train M_sa, SFT, DPO, deploy on ALFWorld"),
+    "serve": ("llm_side.serve:main", "llama.cpp's OpenAI-compatible server on a packaged model"),
+    "sweep-tau": ("llm_side.sweep:main", "RefRea's similarity-threshold study (paper 003, Figure 3)"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in PASSTHROUGH:
-        module, attr = PASSTHROUGH[argv[0]].split(":")
+        module, attr = PASSTHROUGH[argv[0]][0].split(":")
         return int(getattr(importlib.import_module(module), attr)(argv[1:]) or 0)
     args = build_parser().parse_args(argv)
     return run_command(args.command, lambda: args.func(args))

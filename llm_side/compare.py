@@ -24,11 +24,18 @@ trained: the LoRA-SFT actor/world model (OUT/actor_sft/merged), the DPO'd reflec
 Reflexion keep the base `--model`, as in the paper. Without `--trained`, MUSE runs the base actor and
 reflection model (with whatever `muse:msa=DIR` names); the tables then say so: a "MUSE parts" line names
 the actor, reflection model and M_sa every MUSE episode used.
+
+Reading of the baselines (docs/llm/readings.md). Paper 000 says of Reflexion "our implementation uses
+distinct LLMs fine-tuned for each respective task". Our default reads it as MUSE's own models (its actor
+and reflection model are distinct fine-tuned LLMs) and runs ReAct and Reflexion on the base `--model`.
+The other reading, Reflexion with the same fine-tuned actor and reflection model as MUSE (and no M_sa), is
+`--reflexion-trained` (with `--trained`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,7 +59,7 @@ from muse_common.arg_parser import ArgumentParser
 
 AGENTS = ("react", "reflexion", "muse")
 KEYS = ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes",
-        "agents", "env_opt", "agent_opt", "trained")
+        "agents", "env_opt", "agent_opt", "trained", "reflexion_trained")
 TRAINED_PARTS = (  # (muse option, folder under the pipeline's OUT, spec prefix, the stage that writes it)
     ("actor_model", "actor_sft/merged", "hf:", "sft"),
     ("reflection_model", "reflection_dpo/merged", "hf:", "dpo"),
@@ -60,18 +67,64 @@ TRAINED_PARTS = (  # (muse option, folder under the pipeline's OUT, spec prefix,
 )
 
 
-def trained_options(pipeline_out: str | Path) -> dict[str, str]:
-    """MUSE's options for the models Algorithm 3 trained into `pipeline_out`; every part is required."""
+def trained_base(metrics: dict[str, Any]) -> str | None:
+    """The `--model` spec a trained part was fine-tuned from: its recorded `base_model`, else read off its
+    base folder (a packaged model's cache folder is named '<model>-<sha>'; hf:DIR is the folder)."""
+    if metrics.get("base_model"):
+        return str(metrics["base_model"])
+    base = metrics.get("base")
+    if not base:
+        return None
+    from llm_side.backends.models import MODELS
+
+    name = Path(str(base)).name
+    for model in MODELS.values():
+        if name == f"{model.name}-{model.sha256[:16]}":
+            return model.name
+    return f"hf:{base}"
+
+
+def check_trained_base(root: Path, model: str) -> None:
+    """Refuse trained parts fine-tuned from another base than `--model` (ReAct and Reflexion run `--model`:
+    a MUSE on another base would not be like for like), in one line."""
+    for sub in ("actor_sft", "reflection_dpo"):
+        path = root / sub / "metrics.json"
+        try:
+            metrics = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        base = trained_base(metrics if isinstance(metrics, dict) else {})
+        if base is not None and base.strip() != model.strip():
+            raise CompareError(f"--trained {root}: {sub} was fine-tuned from '{base}', not from --model '{model}'; "
+                               f"pass --model {base} (ReAct and Reflexion must run the base the parts share)")
+
+
+def trained_options(pipeline_out: str | Path, model: str | None = None) -> dict[str, str]:
+    """MUSE's options for the models Algorithm 3 trained into `pipeline_out`; every part is required (the
+    reflection model unless its DPO stage was skipped for want of pairs: then the base reflects). With
+    `model`, the parts must have been fine-tuned from it."""
     root = Path(pipeline_out).expanduser()
+    if model is not None:
+        check_trained_base(root, model)
     opts = {}
     for key, sub, prefix, stage in TRAINED_PARTS:
         folder = root / sub
         marker = folder / ("msa_meta.json" if key == "msa" else "config.json")
+        if key == "reflection_model" and _dpo_skipped(root):
+            continue
         if not marker.is_file():
             raise CompareError(f"--trained {root}: no {sub} (trained by `muse-llm alfworld-pipeline --out {root} "
                                f"--stage {stage}`); run that stage first or leave --trained out for the base MUSE")
         opts[key] = f"{prefix}{folder}"
     return opts
+
+
+def _dpo_skipped(root: Path) -> bool:
+    """True when the pipeline's DPO stage finished without training (no preference pair)."""
+    try:
+        return bool(json.loads((root / "reflection_dpo" / "metrics.json").read_text()).get("skipped"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def muse_parts(records: list[dict[str, Any]]) -> str:
@@ -145,7 +198,8 @@ def figures(records: list[dict[str, Any]]) -> tuple[str, str]:
     if not records:
         return "n/a: no episodes", "n/a: no episodes"
     succ = [bool(r["success"]) for r in records]
-    rate = f"{100 * metrics.success_rate(succ):.0f}% ({sum(succ)}/{len(succ)})"
+    lo, hi = metrics.wilson_interval(sum(succ), len(succ))
+    rate = f"{100 * metrics.success_rate(succ):.0f}% ({sum(succ)}/{len(succ)}; 95% CI {100 * lo:.0f}-{100 * hi:.0f})"
     if not any(succ):
         return rate, "n/a: no episode succeeded"
     steps = [int(r["steps"]) for r in records]
@@ -168,6 +222,25 @@ def self_awareness(records: list[dict[str, Any]]) -> str:
             f"accuracy {metrics.accuracy(scores, labels, 0.5):.3f}")
 
 
+def paired(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], first: int, count: int) -> list[str]:
+    """MUSE (else the first agent) against each other agent on the same (task, episode) test episodes: who
+    won which, and the exact McNemar p-value of the difference."""
+    names = list(runs)
+    ref = "muse" if "muse" in runs else names[0]
+    outcome = {n: {(str(r["task"]), int(r["episode"])): bool(r["success"]) for r in window(recs, first, count)}
+               for n, (_, recs) in runs.items()}
+    lines = []
+    for other in (n for n in names if n != ref):
+        keys = sorted(set(outcome[ref]) & set(outcome[other]))
+        both = sum(outcome[ref][k] and outcome[other][k] for k in keys)
+        only_ref = sum(outcome[ref][k] and not outcome[other][k] for k in keys)
+        only_other = sum(outcome[other][k] and not outcome[ref][k] for k in keys)
+        lines.append(f"- {ref} vs {other} ({len(keys)} paired episodes): both won {both}, only {ref} {only_ref}, "
+                     f"only {other} {only_other}, neither {len(keys) - both - only_ref - only_other}; exact McNemar "
+                     f"p = {metrics.mcnemar_exact(only_ref, only_other):.3g}")
+    return lines
+
+
 def tables(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], adapt: int, test: int) -> str:
     """Markdown of Tables 3 and 4 (and MUSE's Table 2 line) for like-for-like runs."""
     check_like_for_like(runs)
@@ -186,8 +259,11 @@ def tables(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], adapt: 
                f"{info.get('max_steps') or 'env default'}, seed {info.get('seed')}; pre-trained = episodes 1-{test}, "
                f"adaptation = episodes {adapt + 1}-{adapt + test} of each task")
     out = [f"Same test episodes for every agent: {setting}.", "",
-           "## Table 3: success rate on the test episodes", "", *t3, "",
+           "## Table 3: success rate on the test episodes (95% Wilson intervals)", "", *t3, "",
            f"## Table 4: time to success (failures count {TIME_PENALTY} steps)", "", *t4]
+    if len(runs) > 1:
+        out += ["", "## Paired comparison on the same test episodes (additional adaptation)", "",
+                *paired(runs, adapt, test)]
     if "muse" in runs:
         recs = runs["muse"][1]
         out += ["", muse_parts(recs), "", "## Table 2: MUSE self-awareness on the test episodes", ""]
@@ -211,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trained", metavar="PIPELINE_OUT",
                    help="MUSE uses the actor, reflection model and M_sa that `muse-llm alfworld-pipeline --out "
                         "PIPELINE_OUT` trained (Algorithm 3); ReAct and Reflexion keep --model")
+    p.add_argument("--reflexion-trained", action="store_true",
+                   help="the other reading of paper 000's baselines: Reflexion also uses the fine-tuned actor and "
+                        "reflection model of --trained (default: Reflexion runs the base --model)")
     p.add_argument("--report-only", action="store_true", help="only print the tables of existing runs")
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -249,7 +328,16 @@ def settings_of(a: argparse.Namespace) -> dict[str, Any]:
     if a.trained:
         cfg["trained"] = a.trained
     if cfg.get("trained"):
-        agent_opt["muse"] = {**trained_options(cfg["trained"]), **agent_opt.get("muse", {})}
+        from llm_side.run_spec import default_model
+
+        model = str(cfg.get("model") or default_model())
+        parts = trained_options(cfg["trained"], model)
+        agent_opt["muse"] = {**parts, **agent_opt.get("muse", {})}
+        if a.reflexion_trained or cfg.get("reflexion_trained"):
+            models = {k: v for k, v in parts.items() if k in ("actor_model", "reflection_model")}
+            agent_opt["reflexion"] = {**models, **agent_opt.get("reflexion", {})}
+    elif a.reflexion_trained or cfg.get("reflexion_trained"):
+        raise CompareError("--reflexion-trained needs --trained PIPELINE_OUT (the fine-tuned models to give Reflexion)")
     cfg["agent_opt"] = agent_opt
     return cfg
 

@@ -2,10 +2,14 @@
 
 Stages (each resumable, each writing atomically under OUT/):
   collect         Reflexion on the in-distribution tasks (140)           -> OUT/collect/episodes.jsonl
+                  + when no Reflexion episode won: ALFWorld's hand-coded expert on `expert_share` of those
+                  games, one episode each, records marked "expert": true -> OUT/collect_expert/episodes.jsonl
   train-sa        M_sa on the collected chunks                           -> OUT/msa/
-  sft             LoRA-SFT of the Actor on successful episodes, in the run-time prompt format
+  sft             LoRA-SFT of the Actor on successful episodes, in the run-time prompt format, and its
+                  measured effect (held-out NLL, greedy actions against the base)
                                                                          -> OUT/actor_sft/{adapter,merged}
   dpo             LoRA-DPO of the reflection model on reflection pairs   -> OUT/reflection_dpo/{adapter,merged}
+                  (no pair: skipped, said in its metrics; deploy then reflects with the base model)
   deploy          MUSE on the novel tasks (134): `adapt` adaptation episodes that refit M_sa's MLP
                   from replay, then `test` test episodes without updates -> OUT/deploy_adapt/
   deploy-noadapt  the same with test episodes only                       -> OUT/deploy_noadapt/
@@ -15,24 +19,44 @@ Deployment metrics over the test episodes only go to OUT/<deploy dir>/paper_metr
 Collect and deploy are runs as `muse-llm run` makes them (a RunSpec built and run by run_spec: the same
 option checks, a run.json in the stage's folder that a resume must match). `--agent-opt` keys are MUSE's
 (a superset of Reflexion's): collect gives Reflexion the ones it declares, train-sa reads `embedder`.
+
+Expert seeding is a departure from the paper (which collects with Reflexion on strong LLMs): the packaged
+small models win no collection episode, and without a success SFT has no data and M_sa one class. The
+expert's episodes feed SFT and M_sa (next to the agent's own failures); DPO reads the agent's own
+reflections only (docs/llm/alfworld_pipeline.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import random
 from pathlib import Path
 from typing import Any
 
 from llm_side import registry
 from llm_side.backends import default_model
-from llm_side.run_spec import RunSpec, build_spec, execute, make_agent, make_env, parse_options, run_command
+from llm_side.harness.contracts import Decision, EpisodeOutcome, Observation
+from llm_side.run_spec import (
+    RunSpec,
+    UsageError,
+    build_spec,
+    execute,
+    make_agent,
+    make_env,
+    parse_options,
+    run_command,
+    select_tasks,
+)
 from muse_common import metrics
 from muse_common.arg_parser import ArgumentParser
 from muse_common.files import atomic_write_json
 from muse_common.settings import fields_of
 
 STAGES = ("collect", "train-sa", "sft", "dpo", "deploy", "deploy-noadapt")
+EXPERT_AGENT = "alfworld-expert"
+"""The `agent` of the expert's seed records (OUT/collect_expert)."""
 
 
 @dataclasses.dataclass
@@ -50,8 +74,14 @@ class PipelineConfig:
     test_episodes: int = 5
     max_steps: int = 50
     sa_epochs: int = 30
-    sft_steps: int = 100
+    sft_steps: int = 60
     dpo_steps: int = 50
+    expert_share: float = 0.25  # share of train games the expert plays when the agent won none (0 = never)
+    sft_rows_per_game: int = 8  # SFT rows kept per successful episode, evenly spaced over its steps
+    sft_row_tokens: int = 2048  # longest SFT row (a 2-shot head is 1110-1566 Qwen tokens); longer ones lose old steps
+    sft_lr: float = 1e-3
+    lora_rank: int = 8
+    sft_heldout: int = 4  # rows held out to measure the trained actor against the base
     use_sft: bool = True
     use_dpo: bool = True
     dpo_unhelpful: bool = False  # named extra: fail->fail reflections as negatives (not in the paper)
@@ -86,18 +116,87 @@ def _records(folder: Path) -> list[dict[str, Any]]:
     return load_records(folder)
 
 
-def _env(cfg: PipelineConfig) -> Any:
-    return make_env("alfworld", cfg.env_options)
+def _env(cfg: PipelineConfig, expert: bool = False) -> Any:
+    """The ALFWorld env of every stage (with `expert`: the hand-coded expert built too)."""
+    return make_env("alfworld", {**cfg.env_options, "expert": True} if expert else cfg.env_options)
+
+
+class ExpertActor:
+    """ALFWorld's hand-coded expert behind the `Agent` contract (env made with expert=true): plays the
+    expert's next action each step, keeps no memory, marks its records `expert: true`."""
+
+    name = EXPERT_AGENT
+
+    def __init__(self) -> None:
+        self._env: Any = None
+
+    def begin_episode(self, obs: Observation, *, task_id: str, episode: int, env: Any) -> None:
+        self._env = env
+
+    def act(self, observation: str, admissible_actions: list[str] | None) -> Decision:
+        return Decision(action=self._env.expert_action() or "look")
+
+    def end_episode(self, outcome: EpisodeOutcome) -> None:
+        self._env = None
+
+    def memory(self) -> dict[str, Any]:
+        return {}
+
+    def load_memory(self, memory: dict[str, Any]) -> None:
+        return None
+
+    def episode_extras(self) -> dict[str, Any]:
+        return {"expert": True}
+
+
+def expert_games(task_ids: list[str], share: float, seed: int) -> list[str]:
+    """The `share` of `task_ids` the expert plays (at least one when share > 0), drawn with `seed`,
+    in the split's order."""
+    if share <= 0 or not task_ids:
+        return []
+    k = min(len(task_ids), max(1, math.ceil(share * len(task_ids))))
+    chosen = set(random.Random(seed).sample(task_ids, k))
+    return [t for t in task_ids if t in chosen]
 
 
 def stage_collect(cfg: PipelineConfig, llm: Any | None = None) -> dict[str, Any]:
-    """Reflexion on the in-distribution tasks, `collect_episodes` each (Algorithm 3, PretrainModels)."""
+    """Reflexion on the in-distribution tasks, `collect_episodes` each (Algorithm 3, PretrainModels);
+    then, when no Reflexion episode won, the expert seed (`collect_expert`)."""
     spec = cfg.spec("reflexion", cfg.train_split, cfg.collect_episodes)
     env = _env(cfg)
     try:
-        return execute(spec, cfg.out / "collect", env=env, llm=llm, progress=cfg.progress)
+        summary = execute(spec, cfg.out / "collect", env=env, llm=llm, progress=cfg.progress)
+        task_ids = select_tasks(env, spec.split, spec.tasks, spec.limit)
     finally:
         env.close()
+    seeded = collect_expert(cfg, task_ids)
+    return {**summary, "expert_seed": seeded} if seeded is not None else summary
+
+
+def collect_expert(cfg: PipelineConfig, task_ids: list[str]) -> dict[str, Any] | None:
+    """One expert episode on each of `expert_share` of the train games, when the agent's collection has
+    no success (None when not needed or `expert_share` is 0); resumable like any run."""
+    from llm_side.harness.runner import run_eval
+    from llm_side.training.sft import log
+
+    agent_wins = sum(bool(r["success"]) for r in _records(cfg.out / "collect"))
+    games = expert_games(task_ids, cfg.expert_share, cfg.seed)
+    if agent_wins or not games:
+        return None
+    log(f"collect: the agent won none of its episodes; seeding with ALFWorld's hand-coded expert on {len(games)} "
+        f"of {len(task_ids)} train games (expert_share {cfg.expert_share}), records marked expert")
+    env = _env(cfg, expert=True)
+    try:
+        return run_eval(env, ExpertActor(), env_name="alfworld", agent_name=EXPERT_AGENT, task_ids=games, episodes=1,
+                        max_steps=cfg.max_steps, out_dir=cfg.out / "collect_expert", seed=cfg.seed,
+                        progress=cfg.progress)
+    finally:
+        env.close()
+
+
+def training_records(cfg: PipelineConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the agent's own collection records, the expert's seed records: [] when there was no seed)."""
+    return _need(cfg.out / "collect", "collect"), _records(cfg.out / "collect_expert")
 
 
 def _need(folder: Path, what: str) -> list[dict[str, Any]]:
@@ -114,8 +213,8 @@ def stage_train_sa(cfg: PipelineConfig, embedder: Any | None = None) -> dict[str
     done = cfg.out / "msa" / METRICS_FILE
     if done.is_file():
         return json.loads(done.read_text())
-    recs = _need(cfg.out / "collect", "collect")
-    return train_msa(recs, embedder or load_embedder(cfg.agent_options.get("embedder")), cfg.out / "msa",
+    own, expert = training_records(cfg)
+    return train_msa(own + expert, embedder or load_embedder(cfg.agent_options.get("embedder")), cfg.out / "msa",
                      epochs=cfg.sa_epochs, seed=cfg.seed)
 
 
@@ -139,24 +238,33 @@ def stage_sft(cfg: PipelineConfig) -> dict[str, Any]:
     out = cfg.out / "actor_sft"
     if (out / sft.METRICS_FILE).is_file():
         return json.loads((out / sft.METRICS_FILE).read_text())
-    records = _need(cfg.out / "collect", "collect")
+    own, expert = training_records(cfg)
     base = base_folder(cfg)
     env = _env(cfg)  # the few-shot examples the actor sees at run time
-    try:
-        rows = sft.sft_examples(records, env, fits=_fits_window(base))
+    context = int(cfg.agent_options.get("context_tokens", 6000))  # the actor's prompt budget at run time
+    fits = _fits_window(base, cfg.sft_row_tokens)
+    try:  # each collection on its own: their (task, episode) numbers overlap, and memory is per run
+        games = [sft.sft_examples(recs, env, context_tokens=context, fits=fits, per_episode=cfg.sft_rows_per_game,
+                                  grouped=True) for recs in (own, expert)]
     finally:
         env.close()
-    return sft.run_sft(base, rows, out, max_steps=cfg.sft_steps, seed=cfg.seed)
+    train, heldout, how = sft.hold_out([g for part in games for g in part], cfg.sft_heldout)
+    metrics = sft.run_sft(base, train, out, max_steps=cfg.sft_steps, lr=cfg.sft_lr, lora_r=cfg.lora_rank,
+                          seed=cfg.seed, heldout=heldout, base_model=cfg.model,
+                          extra={"rows_expert": sum(len(g) for g in games[1]), "heldout_from": how,
+                                 "rows_per_game": cfg.sft_rows_per_game, "row_tokens": cfg.sft_row_tokens})
+    return metrics
 
 
-def _fits_window(base: str) -> Any:
+def _fits_window(base: str, row_tokens: int | None = None) -> Any:
     """`text -> bool`: within the context window of the transformers model in `base` (always True when
-    its config names no window)."""
+    its config names no window) and within `row_tokens`."""
     from transformers import AutoConfig, AutoTokenizer
 
     window = getattr(AutoConfig.from_pretrained(base, local_files_only=True), "max_position_embeddings", None)
+    limit = min(int(window or 10**9), int(row_tokens or 10**9))
     tok = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    return lambda text: not window or len(tok(text, add_special_tokens=False)["input_ids"]) <= int(window)
+    return lambda text: len(tok(text, add_special_tokens=False)["input_ids"]) <= limit
 
 
 def stage_dpo(cfg: PipelineConfig) -> dict[str, Any]:
@@ -166,9 +274,18 @@ def stage_dpo(cfg: PipelineConfig) -> dict[str, Any]:
     out = cfg.out / "reflection_dpo"
     if (out / sft.METRICS_FILE).is_file():
         return json.loads((out / sft.METRICS_FILE).read_text())
-    pairs = dpo.preference_pairs(_need(cfg.out / "collect", "collect"), group=react_family,
-                                 include_unhelpful=cfg.dpo_unhelpful, cross_task=cfg.dpo_cross_task)
-    return dpo.run_dpo(base_folder(cfg), pairs, out, max_steps=cfg.dpo_steps, seed=cfg.seed)
+    own, _ = training_records(cfg)  # the agent's own reflections: the expert writes none
+    pairs = dpo.preference_pairs(own, group=react_family, include_unhelpful=cfg.dpo_unhelpful,
+                                 cross_task=cfg.dpo_cross_task)
+    if not pairs:  # no fail->success turn of the agent's: nothing to prefer; deploy reflects with the base model
+        why = ("no DPO pair: no task of the agent's collection has a reflection after which a failure turned "
+               "into success and one after which a success turned into failure")
+        sft.log(f"DPO: skipped, {why}; deploy uses the base model for reflections")
+        metrics = {"skipped": why, "pairs": 0, "base": base_folder(cfg), "base_model": cfg.model}
+        atomic_write_json(out / sft.METRICS_FILE, metrics)
+        return metrics
+    return dpo.run_dpo(base_folder(cfg), pairs, out, max_steps=cfg.dpo_steps, lora_r=cfg.lora_rank, seed=cfg.seed,
+                       base_model=cfg.model)
 
 
 def stage_deploy(cfg: PipelineConfig, *, adapt: bool, llm: Any | None = None,
@@ -252,7 +369,18 @@ def build_parser() -> Any:
     p.add_argument("--adapt-episodes", type=int, default=5)
     p.add_argument("--test-episodes", type=int, default=5)
     p.add_argument("--max-steps", type=int, default=50)
-    p.add_argument("--sft-steps", type=int, default=100)
+    p.add_argument("--sft-steps", type=int, default=60, help="SFT optimizer steps (batch 2)")
+    p.add_argument("--sft-lr", type=float, default=1e-3, help="SFT learning rate (LoRA)")
+    p.add_argument("--lora-rank", type=int, default=8, help="LoRA rank of SFT and DPO")
+    p.add_argument("--sft-rows-per-game", type=int, default=8,
+                   help="SFT rows kept per successful episode, evenly spaced over its steps")
+    p.add_argument("--sft-row-tokens", type=int, default=2048,
+                   help="longest SFT row in tokens; a longer row loses its transcript's oldest steps")
+    p.add_argument("--sft-heldout", type=int, default=4,
+                   help="SFT rows held out to measure the trained actor against the base (NLL, greedy actions)")
+    p.add_argument("--expert-share", type=float, default=0.25,
+                   help="when the collecting agent wins no episode: share of the train games ALFWorld's hand-coded "
+                        "expert plays once each (records marked expert; 0 = no seed). A departure from the paper")
     p.add_argument("--dpo-steps", type=int, default=50)
     p.add_argument("--sa-epochs", type=int, default=30)
     p.add_argument("--dpo-unhelpful", action="store_true",
@@ -271,9 +399,20 @@ def config_of(a: Any) -> PipelineConfig:
     cfg = PipelineConfig(out=a.out, model=a.model or default_model(), base=a.base, limit=a.limit,
                          collect_episodes=a.collect_episodes, adapt_episodes=a.adapt_episodes,
                          test_episodes=a.test_episodes, max_steps=a.max_steps, sft_steps=a.sft_steps,
+                         sft_lr=a.sft_lr, lora_rank=a.lora_rank, sft_rows_per_game=a.sft_rows_per_game,
+                         sft_row_tokens=a.sft_row_tokens, sft_heldout=a.sft_heldout, expert_share=a.expert_share,
                          dpo_steps=a.dpo_steps, sa_epochs=a.sa_epochs, seed=a.seed, dpo_unhelpful=a.dpo_unhelpful,
                          dpo_cross_task=a.dpo_cross_task, env_options=parse_options(a.env_opt, "--env-opt"),
                          agent_options=parse_options(a.agent_opt, "--agent-opt"))
+    for name in ("sft_steps", "lora_rank", "sft_rows_per_game", "sft_row_tokens"):
+        if getattr(cfg, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.sft_heldout < 0:
+        raise UsageError(f"--sft-heldout must be >= 0, got {cfg.sft_heldout}")
+    if not 0.0 <= cfg.expert_share <= 1.0:
+        raise UsageError(f"--expert-share must be from 0 to 1, got {cfg.expert_share}")
+    if not cfg.sft_lr > 0:
+        raise UsageError(f"--sft-lr must be > 0, got {cfg.sft_lr}")
     cfg.check(a.stage)
     return cfg
 

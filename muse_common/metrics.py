@@ -7,6 +7,7 @@ final outcome (success = 1).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,28 @@ def success_rate(successes: Sequence[bool]) -> float:
     """Fraction of successful episodes (nan for none)."""
     s = np.asarray(successes, dtype=float)
     return float(s.mean()) if s.size else float("nan")
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate (sound at 0/n and n/n, unlike the normal one); (nan, nan)
+    for n = 0."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar (sign) test p-value of paired outcomes from the discordant counts: episodes
+    only A won against episodes only B won (1.0 when there are none)."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    k = min(only_a, only_b)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
 
 
 def mean_time_to_success(steps: Sequence[int], successes: Sequence[bool], penalty: int | None = None) -> float:

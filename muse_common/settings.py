@@ -342,15 +342,26 @@ def describe(cls: type) -> str:
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     lines = [" ".join((inspect.getdoc(cls) or "").split("\n\n")[0].split())]
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+                for f in dataclasses.fields(cls)}
     for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        default = defaults[f.name]
         shown = "none" if default is None else str(default).lower() if isinstance(default, bool) else repr(default)
-        rules = "; ".join(a.words for a in f.metadata.get("allowed", ()))
+        # a rule naming a sibling field (`{beta}`) shows that field's default, as the error shows its value
+        rules = "; ".join(_words(a.words, defaults) for a in f.metadata.get("allowed", ()))
         lines.append(f"  {f.name} ({_type_words(hints[f.name])}, default {shown}"
                      + (f"; allowed: {rules}" if rules else "") + ")")
         if docs.get(f.name):
             lines.append(f"      {docs[f.name]}")
     return "\n".join(lines) + "\n"
+
+
+def _words(words: str, values: dict[str, Any]) -> str:
+    """A rule's words with `{name}` filled from `values` (left as written when it names something else)."""
+    try:
+        return words.format(**values)
+    except (KeyError, IndexError, ValueError):
+        return words
 
 
 # ---- YAML files -------------------------------------------------------------------------------------

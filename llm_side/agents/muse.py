@@ -41,11 +41,16 @@ from llm_side.harness.contracts import LLM, Decision, EpisodeOutcome, Observatio
 from muse_common.settings import Allowed, build_options, integer_at_least, setting
 
 REPLAY_FILE = "replay.jsonl"
-CPU_ROLLOUT_TOKENS = 256
-"""The CPU default horizon: one M_sa chunk (four action-observation pairs) of the ALFWorld ReAct examples is
-128 tokens on average, 179 at the 90th percentile and 257 at most (Qwen2.5 tokenizer, all 289 pairs of
-react_alfworld_3prompts.json), so 256 tokens hold a full chunk. Rolling out to the 32K window instead
-would mean 5 rollouts x thousands of tokens per step: tens of minutes a step for Qwen2.5-0.5B on 2 cores."""
+CPU_ROLLOUT_TOKENS = 64
+"""The CPU default horizon, sized to keep a MUSE step within 3x a ReAct step on the same model and machine
+. One M_sa chunk (four action-observation pairs) of the ALFWorld ReAct examples is 128 tokens on
+average (179 at the 90th percentile, Qwen2.5 tokenizer, all 289 pairs of react_alfworld_3prompts.json), so 64
+tokens hold about two pairs: M_sa scores half a chunk (`rollout_tokens=128` scores about one, at ~3.5x).
+Measured with benchmarks/llm_sampling.py --agent-steps 2 (qwen0.5b, 2 CPU cores shared with other jobs, one
+torch thread; docs/llm/alfworld_pipeline.md has the table): MUSE / ReAct seconds per step 4.54 at 256 tokens,
+3.54 at 128, 3.31-3.43 at 96, 1.67-2.06 at 64 (ReAct 15-58 s a step as the load went from 1.4 to 11). A batch-5
+decoding step costs ~0.4 s there, so each token of horizon costs the step that. Rolling out to the 32K
+window instead would take tens of minutes a step."""
 DEFAULT_CONTEXT_WINDOW = 8192
 """Window assumed for backends that do not report theirs (an OpenAI-compatible server): set the
 `context_window` option to the server's n_ctx."""
@@ -225,16 +230,10 @@ class Options(reflexion.Options):
     """Context window for `rollout_tokens=context` when the backend does not report one."""
     adapt_episodes: int = setting(0, integer_at_least(0))
     """k of Algorithm 3: refit M_sa after a task's first k episodes (0 = no deployment adaptation)."""
-    reflection_model: str | None = None
-    """Model spec of a separately fine-tuned reflection model M_rx; none = the acting LLM reflects."""
-    actor_model: str | None = None
-    """Model spec of a fine-tuned Actor/World model (Algorithm 3's SFT stage, e.g.
-    hf:OUT/actor_sft/merged); the run's --model then writes the reflections unless reflection_model is
-    given, as M_rx is a model of its own in Algorithm 3. none = the run's --model acts."""
 
 
 def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None = None) -> MuseAgent:
-    from llm_side.backends import load_embedder, load_llm
+    from llm_side.backends import load_embedder
 
     opts = build_options(Options, opts, "muse")
     embedder = load_embedder(opts.embedder)
@@ -246,11 +245,7 @@ def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None
         msa, replay = sa.SelfAwarenessModel(embedder), []
     models = ("msa", "embedder", "reflection_model", "actor_model")  # loaded here, not MuseAgent's keywords
     kw = {k: v for k, v in dataclasses.asdict(opts).items() if k not in models}
-    if opts.reflection_model:
-        kw["reflection_llm"] = load_llm(opts.reflection_model)
-    if opts.actor_model:
-        kw.setdefault("reflection_llm", llm)
-        llm = load_llm(opts.actor_model)
+    llm, kw["reflection_llm"] = reflexion.load_models(llm, opts)  # Algorithm 3's fine-tuned actor and M_rx
     agent = MuseAgent(llm, msa, replay=replay, **kw)
     agent.msa_source = str(msa_dir) if msa_dir else None
     if not msa_dir:

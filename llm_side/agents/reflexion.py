@@ -122,8 +122,13 @@ class ReflexionAgent(ReActAgent):
         self._reflections = [{"episode": last["episode"], "success": last["success"], "text": summary,
                               "consolidated": True}]
 
+    record_models = False  # name the acting and reflection models in each record (fine-tuned ones given)
+
     def episode_extras(self) -> dict[str, Any]:
         extras = super().episode_extras()
+        if self.record_models:
+            extras["actor_model"] = getattr(self.llm, "name", None)
+            extras["reflection_model"] = getattr(self.reflection_llm, "name", None)
         if self._last_reflection:
             extras["reflection"] = self._last_reflection["text"]
             extras["reflection_prompt"] = self._last_reflection["prompt"]
@@ -149,8 +154,28 @@ class Options(react.Options):
     reflect_on_success: bool = True
     """Reflect after successful episodes too, as MUSE §4.1.2 extends Reflexion (false = failures only,
     as the original Reflexion)."""
+    reflection_model: str | None = None
+    """Model spec of a separately fine-tuned reflection model M_rx; none = the acting LLM reflects."""
+    actor_model: str | None = None
+    """Model spec of a fine-tuned actor (Algorithm 3's SFT stage, e.g. hf:OUT/actor_sft/merged); the run's
+    --model then writes the reflections unless reflection_model is given. none = the run's --model acts."""
+
+
+def load_models(llm: LLM, opts: Any) -> tuple[LLM, LLM | None]:
+    """(the acting LLM, the reflection LLM or None for the acting one) of `actor_model` / `reflection_model`."""
+    from llm_side.backends import load_llm
+
+    reflection_llm = load_llm(opts.reflection_model) if opts.reflection_model else None
+    if opts.actor_model:
+        reflection_llm = reflection_llm or llm
+        llm = load_llm(opts.actor_model)
+    return llm, reflection_llm
 
 
 def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None = None) -> ReflexionAgent:
     opts = build_options(Options, opts, "reflexion")
-    return ReflexionAgent(llm, **dataclasses.asdict(opts))
+    kw = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("reflection_model", "actor_model")}
+    llm, reflection_llm = load_models(llm, opts)
+    agent = ReflexionAgent(llm, reflection_llm=reflection_llm, **kw)
+    agent.record_models = bool(opts.actor_model or opts.reflection_model)
+    return agent

@@ -11,15 +11,19 @@ unit tests pin them without an LLM. Env-generic: prompts use the env's optional 
 `instructions`, and the per-step reward comes from `env.last_result` (a `StepResult`) when the env
 keeps one, or from `observe(result)` if a runner calls it.
 
-Reference model. Paper 003 runs two different models as reasoning and reference model (Table 3 pairs
-Qwen2-72B with Qwen3-32B and finds a stronger reference helps). With the acting model as its own
-reference, the reference's prompt equals the reasoning model's whenever M_new is empty and both decode
-greedily: on a held-out ScienceWorld run (4-3) the similarity was 1.0 at every step and the refinement
-never triggered. The reference therefore defaults to a different packaged model (`default_reference`):
-qwen1.5b (Qwen2.5-Coder-1.5B, the strongest packaged model, the paper's Qwen family) for every acting
-model except qwen1.5b itself, whose reference is qwen0.5b. `reference_model=same` restores the acting
-model as reference; the run's summary.json reports the similarity distribution (`similarity`), so a
-degenerate check (all 1.0) is visible.
+Reference model. Paper 003's primary experiments use ONE model in both roles (Qwen2-72B as reasoning and
+reference model; Table 3 crosses models and its diagonal holds the same-model pairs), so the paper setting
+is `reference_model=same` (the default): the reference is the acting model prompted with M_target only.
+The catch is real: when M_new is empty the two prompts are identical, and with greedy decoding both give the
+same action (a held-out ScienceWorld run, 4-3: similarity 1.0 at every step, the refinement never
+triggered). Our choice, not the paper's: the reasoning model's first sample of a step is drawn at
+`temperature` (0.5, seeded), while the reference decodes greedily, so the check compares a sample with the
+greedy proposal. Resamples use `resample_temperature`; meta-cognition decodes greedily.
+The two-model setting of Table 3's off-diagonal cells is a named variant: `reference_model=paired` picks
+qwen1.5b (the strongest packaged model, the paper's Qwen family) as reference, or qwen0.5b when the acting
+model is qwen1.5b, whether it runs in-process or behind a server (`openai:URL:qwen1.5b`); any other model
+spec names the reference directly. The run's summary.json reports the similarity distribution
+(`similarity`), so a degenerate check (all 1.0) is visible.
 
 Ablations (Table 5): `no_reference` (no reference model and no similarity check; meta-cognition still
 feeds the reasoning model) and `no_metacognition` (the reasoning model sees no memory; insights are
@@ -43,13 +47,26 @@ from muse_common.settings import Allowed, build_options, integer_at_least, numbe
 DEFAULT_TAU = 0.8
 DEFAULT_REFERENCE = "qwen1.5b"
 SAME_MODEL = "same"
+PAIRED = "paired"
+FIRST_TEMPERATURE = 0.5
+"""Temperature of the reasoning model's first sample (a choice, see the module docstring)."""
 DEFAULT_MAX_SAMPLES = 5
 MAX_INSIGHT_CHARS = 300
 
 
+def model_identity(spec: str | None) -> str:
+    """The model a spec runs: `openai:URL:MODEL` -> MODEL (a served packaged model keeps its name), else the
+    spec itself."""
+    spec = (spec or "").strip()
+    if spec.startswith("openai:"):
+        return spec.rsplit(":", 1)[-1].strip()
+    return spec
+
+
 def default_reference(acting: str | None) -> str:
-    """The packaged model that serves as reference for acting model spec `acting` (module docstring)."""
-    return "qwen0.5b" if (acting or "").strip() == DEFAULT_REFERENCE else DEFAULT_REFERENCE
+    """The `paired` variant's reference for acting model spec `acting`: qwen1.5b, or qwen0.5b when the
+    acting model is itself qwen1.5b (in-process or served)."""
+    return "qwen0.5b" if model_identity(acting) == DEFAULT_REFERENCE else DEFAULT_REFERENCE
 
 
 # ---- memory rules (pure) ---------------------------------------------------------------------------
@@ -150,7 +167,8 @@ class RefReaAgent(TranscriptAgent, LazyEmbedder):
                  embedder_name: str | None = None, tau: float = DEFAULT_TAU,
                  max_samples: int = DEFAULT_MAX_SAMPLES, meta_interval: int = 5, no_reference: bool = False,
                  no_metacognition: bool = False, max_tokens: int = prompting.THOUGHT_TOKENS, meta_tokens: int = 48,
-                 context_tokens: int = 3000, temperature: float = 0.0, resample_temperature: float = 0.7,
+                 context_tokens: int = 3000, temperature: float = FIRST_TEMPERATURE,
+                 resample_temperature: float = 0.7,
                  seed: int | None = 0):
         if not 0.0 <= tau <= 1.0:
             raise ValueError(f"tau must be in [0, 1], got {tau}.")
@@ -214,8 +232,10 @@ class RefReaAgent(TranscriptAgent, LazyEmbedder):
         """Q(H_t, M_new, M_target): examples, memory, task, the most recent steps that fit, '>' cue."""
         return self.build_prompt(memory=self.memory_text(m_target, m_new))
 
-    def _generate(self, llm: LLM, prompt: str, attempt: int) -> str:
-        temp = self.temperature if attempt == 0 else max(self.temperature, self.resample_temperature)
+    def _generate(self, llm: LLM, prompt: str, attempt: int, temperature: float | None = None) -> str:
+        """One action line: the first sample at `temperature` (default: the agent's), resamples hotter."""
+        first = self.temperature if temperature is None else temperature
+        temp = first if attempt == 0 else max(first, self.resample_temperature)
         seed = None if self.seed is None else self.seed + 7919 * self._t + attempt
         text = llm.complete(prompt, n=1, temperature=temp, max_tokens=self.max_tokens, stop=["\n"], seed=seed)[0]
         return prompting.parse_action(text).action
@@ -226,7 +246,7 @@ class RefReaAgent(TranscriptAgent, LazyEmbedder):
         prompt = (META_PROMPT + self.memory_text(self.m_target, self.m_new) + "\nTask: " + self._task + "\n"
                   + steps + (f"> {self._last_action}\n" if self._last_action else "") + "Insight:")
         seed = None if self.seed is None else self.seed + 104729 * self._t
-        text = self.llm.complete(prompt, n=1, temperature=self.temperature, max_tokens=self.meta_tokens,
+        text = self.llm.complete(prompt, n=1, temperature=0.0, max_tokens=self.meta_tokens,
                                  stop=["\n\n"], seed=seed)[0]
         return clean_insight(text)
 
@@ -236,7 +256,7 @@ class RefReaAgent(TranscriptAgent, LazyEmbedder):
         self._record_observation(observation)
         reference = None
         if not self.no_reference:
-            reference = self._generate(self.reference_llm, self.query([], self.m_target), 0)
+            reference = self._generate(self.reference_llm, self.query([], self.m_target), 0, temperature=0.0)
 
         def sample(m_new: list[str], attempt: int) -> str:
             memory_new, memory_target = ([], []) if self.no_metacognition else (m_new, self.m_target)
@@ -307,9 +327,9 @@ class Options:
     """Table 5 ablation: no reference model and no similarity check."""
     no_metacognition: bool = False
     """Table 5 ablation: the reasoning model sees no memory."""
-    reference_model: str | None = None
-    """Model spec of the reference model (another backend, via load_llm); none = `default_reference` of
-    the acting model (module docstring); `same` = the acting model, whose similarity is then mostly 1.0."""
+    reference_model: str = SAME_MODEL
+    """`same` (the paper's: the acting model, greedy), `paired` (the two-model variant: qwen1.5b, or qwen0.5b
+    for a qwen1.5b actor) or a model spec of another reference (module docstring)."""
     embedder: str | None = None
     """Sentence embedder of the similarity check (name or folder); none = the packaged MiniLM."""
     max_tokens: int = setting(prompting.THOUGHT_TOKENS, integer_at_least(1))
@@ -318,26 +338,32 @@ class Options:
     """Token limit of one meta-cognition insight."""
     context_tokens: int = setting(3000, integer_at_least(1))
     """Prompt budget in tokens; the oldest steps are dropped beyond it."""
-    temperature: float = setting(0.0, number_at_least(0))
-    """Temperature of the first sample of a step."""
+    temperature: float = setting(FIRST_TEMPERATURE, number_at_least(0))
+    """Temperature of the reasoning model's first sample of a step (the reference decodes greedily; 0 = greedy,
+    which with reference_model=same makes the similarity 1.0 whenever M_new is empty)."""
     resample_temperature: float = setting(0.7, number_at_least(0))
     """Temperature of the resamples after a rejected proposal."""
 
 
 def make_agent(env_name: str, llm: LLM, opts: Options | Mapping[str, Any] | None = None) -> RefReaAgent:
     opts = dataclasses.asdict(build_options(Options, opts, "refrea"))
-    reference = opts.pop("reference_model", None)
+    reference = str(opts.pop("reference_model", None) or SAME_MODEL).strip()
     embedder_name = opts.pop("embedder", None)
     agent = RefReaAgent(llm, embedder_name=embedder_name, **opts)  # validates the options first
-    if not agent.no_reference and (reference or "").strip() != SAME_MODEL:
+    if not agent.no_reference and reference != SAME_MODEL:
         from llm_side.backends import LazyLLM, check_available
 
-        reference = reference or default_reference(getattr(llm, "name", None))
+        acting = getattr(llm, "name", None)
+        reference = default_reference(acting) if reference == PAIRED else reference
         try:
             check_available(reference)
         except (OSError, RuntimeError, ValueError) as exc:
-            raise ValueError(f"refrea's reference model: {exc}; or pass --agent-opt reference_model=SPEC "
-                             "(reference_model=same: the acting model, whose similarity is then mostly 1.0)"
-                             ) from None
+            raise ValueError(f"refrea's reference model: {exc}; or pass --agent-opt reference_model=same (the "
+                             "paper's: the acting model) or another model spec") from None
+        if model_identity(reference) == model_identity(acting):
+            import warnings
+
+            warnings.warn(f"refrea: the reference model '{reference}' is the acting model '{acting}'; that is "
+                          "reference_model=same run twice", stacklevel=2)
         agent.reference_llm = LazyLLM(reference)
     return agent

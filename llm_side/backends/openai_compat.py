@@ -11,6 +11,12 @@ missing samples as concurrent single-choice requests, at most `parallel` in flig
 parallel slots decodes them together (llama.cpp's `llama-server -np N`, continuous batching), one
 without (llama-cpp-python's server, which `muse-llm serve` starts, queues requests on one context)
 answers them one after another, as before. benchmarks/llm_sampling.py measures both sides.
+
+Timeouts. MUSE_LLM_HTTP_TIMEOUT (seconds) fixes the timeout of every request. Unset, a request's timeout
+is sized from what it asks for: BASE_TIMEOUT plus `n * max_tokens` tokens at SECONDS_PER_TOKEN (a
+2-core CPU server: ~2 tokens/s for the slowest packaged model), because a server with one slot decodes
+MUSE's `n` rollouts one after another and the last answer waits for all of them: 5 rollouts of 256
+tokens get 120 + 640 s, a ReAct action line of 64 tokens 152 s.
 """
 
 from __future__ import annotations
@@ -29,6 +35,14 @@ from typing import Any
 from llm_side.backends import BackendRequestError, env_number, truncate_at_stop
 
 RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+BASE_TIMEOUT = 120.0
+SECONDS_PER_TOKEN = 0.5
+"""Per generated token in the sized timeout (module docstring)."""
+
+
+def sized_timeout(n: int, max_tokens: int) -> float:
+    """The timeout of a request for `n` samples of `max_tokens` when none is set (module docstring)."""
+    return BASE_TIMEOUT + SECONDS_PER_TOKEN * max(1, int(n)) * max(1, int(max_tokens))
 
 
 class BackendUnavailable(RuntimeError):
@@ -58,7 +72,7 @@ class OpenAICompatLLM:
         base_url: str,
         model: str,
         *,
-        timeout: float = 120.0,
+        timeout: float | None = None,
         retries: int = 3,
         backoff: float = 1.0,
         api_key: str | None = None,
@@ -67,7 +81,9 @@ class OpenAICompatLLM:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"OpenAI-compatible URL must start with http:// or https://, got '{base_url}'")
         self.base_url, self.model = base_url.rstrip("/"), model
-        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
+        # None: sized per request from n and max_tokens (`sized_timeout`)
+        self.timeout = None if timeout is None else float(timeout)
+        self.retries, self.backoff = int(retries), float(backoff)
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         if int(parallel) < 1:
             raise ValueError(f"parallel requests must be >= 1, got {parallel}")
@@ -92,8 +108,10 @@ class OpenAICompatLLM:
         return cls(
             url,
             model,
-            # upper bounds: an hour per request, 10 retries (about 17 min of backoff), 256 requests in flight
-            timeout=env_number("MUSE_LLM_HTTP_TIMEOUT", 120.0, integer=False, low=0, above=True, high=3600),
+            # upper bounds: an hour per request, 10 retries (about 17 min of backoff), 256 requests in flight;
+            # with MUSE_LLM_HTTP_TIMEOUT unset each request's timeout is sized from its length
+            timeout=(env_number("MUSE_LLM_HTTP_TIMEOUT", BASE_TIMEOUT, integer=False, low=0, above=True, high=3600)
+                     if os.environ.get("MUSE_LLM_HTTP_TIMEOUT", "").strip() else None),
             retries=int(env_number("MUSE_LLM_HTTP_RETRIES", 3, integer=True, low=0, high=10)),
             parallel=int(env_number("MUSE_LLM_HTTP_PARALLEL", 8, integer=True, low=1, high=256)),
         )
@@ -149,6 +167,7 @@ class OpenAICompatLLM:
             raise BackendRequestError(f"n and max_tokens must be >= 1, got n={n}, max_tokens={max_tokens}; "
                                       "fix the agent option (e.g. --agent-opt max_tokens=128)")
         stops = [s for s in (stop or ()) if s][:4]  # the OpenAI API takes at most 4
+        timeout = self.timeout if self.timeout is not None else sized_timeout(n, max_tokens)
 
         def request(count: int, first: int) -> list[str]:
             payload = {**body, "model": self.model, "n": count, "temperature": float(temperature),
@@ -157,7 +176,7 @@ class OpenAICompatLLM:
                 payload["stop"] = stops
             if seed is not None:
                 payload["seed"] = int(seed) + first
-            choices = self._post(path, payload).get("choices") or []
+            choices = self._post(path, payload, timeout).get("choices") or []
             if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
                 raise BackendUnavailable(f"{self.base_url}{path} answered 'choices' = {str(choices)[:80]}, not a list "
                                          "of completion objects; is --model openai:URL:MODEL an OpenAI-compatible "
@@ -178,7 +197,7 @@ class OpenAICompatLLM:
             raise BackendUnavailable(f"{self.base_url}{path} returned {len(out)} of {n} requested choices")
         return out[:n]
 
-    def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, payload: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         url = self.base_url + path
         data = json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"}
@@ -190,7 +209,8 @@ class OpenAICompatLLM:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             req = urllib.request.Request(url, data=data, headers=headers, method="POST")
             try:
-                with self._opener.open(req, timeout=self.timeout) as resp:
+                wait = timeout or self.timeout or BASE_TIMEOUT
+                with self._opener.open(req, timeout=wait) as resp:
                     reply = json.loads(resp.read().decode())
                 if not isinstance(reply, dict):  # not retried: the same server answers the same way
                     raise BackendUnavailable(

@@ -345,4 +345,6 @@ def report_tables(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
     header, rows = table1(records)
     if len(header) <= 2:
         return []
-    return [("ScienceWorld scores (Table 1 layout; S/M/L = oracle-length class)", _markdown(header, rows))]
+    return [("ScienceWorld scores (Table 1 layout; S/M/L = oracle-length class; each cell averages EVERY trial "
+             "record of the task type, failed trials before a success included, not one score per task)",
+             _markdown(header, rows))]

@@ -119,7 +119,7 @@ def fit_pairs(pairs: list[dict[str, str]], count: Callable[[str], int], window: 
 
 def run_dpo(base: str | Path, pairs: list[dict[str, str]], out_dir: str | Path, *, max_steps: int = 50,
             lr: float = 5e-5, beta: float = 0.1, lora_r: int = 8, seed: int = 0,
-            merge: bool = True) -> dict[str, Any]:
+            merge: bool = True, base_model: str | None = None) -> dict[str, Any]:
     """LoRA-DPO of the model in folder `base` on `pairs`; writes `out_dir` atomically (adapter, merged
     model if `merge`, metrics.json). The sequence limit is the longest pair (see the module docstring).
     Returns the metrics."""
@@ -151,7 +151,7 @@ def run_dpo(base: str | Path, pairs: list[dict[str, str]], out_dir: str | Path, 
                         max_length=longest, use_cpu=True, bf16=False, fp16=False,
                         dataloader_num_workers=0, disable_tqdm=True)
         trainer = DPOTrainer(model=peft_model, ref_model=None, args=cfg, train_dataset=Dataset.from_list(kept),
-                             processing_class=tok)
+                             processing_class=tok, callbacks=[lora_io.StepLog("DPO", max_steps)])
         trained = len(trainer.train_dataset)
         if not trained:
             raise ValueError(f"trl left none of the {len(kept)} DPO pairs to train on (max_length {longest}); "
@@ -163,6 +163,7 @@ def run_dpo(base: str | Path, pairs: list[dict[str, str]], out_dir: str | Path, 
         metrics = {"pairs": len(pairs), "pairs_trained": trained, "pairs_left_out": left_out, "max_length": longest,
                    "model_window": window, "steps": int(result.global_step), "losses": losses,
                    "final_loss": float(result.training_loss),
-                   "lora_delta": lora_io.lora_change(before, lora_io.lora_snapshot(peft_model)), "base": str(base)}
+                   "lora_delta": lora_io.lora_change(before, lora_io.lora_snapshot(peft_model)), "base": str(base),
+                   "base_model": base_model}
         lora_io.save(peft_model, tok, tmp, merge=merge, metrics=metrics)
     return metrics

@@ -43,14 +43,23 @@ def evaluate(model: sa.SelfAwarenessModel, examples: list[sa.SAExample]) -> dict
 
 
 def train_msa(records: Iterable[dict[str, Any]], embedder: Embedder, out_dir: str | Path, *, epochs: int = 30,
-              lr: float = 1e-3, hidden: int = 256, val_fraction: float = 0.0, seed: int = 0) -> dict[str, Any]:
-    """Fit M_sa on the chunks of `records` and save it to `out_dir`; returns the metrics written."""
+              lr: float = 1e-3, hidden: int = 256, val_fraction: float = 0.0, seed: int = 0,
+              allow_one_class: bool = False) -> dict[str, Any]:
+    """Fit M_sa on the chunks of `records` and save it to `out_dir`; returns the metrics written.
+    Chunks of one outcome class only are refused (unless `allow_one_class`): M_sa would learn the
+    constant and report accuracy 1.0 while telling nothing apart."""
     records = [r for r in records if r.get("actions")]
     train_recs, val_recs = split_by_task(records, val_fraction, seed)
     train = sa.examples_from_records(train_recs)
     val = sa.examples_from_records(val_recs)
     if not train:
         raise ValueError("no trajectories to train M_sa on: the collection run recorded no actions.")
+    positive = sum(e.label > 0.5 for e in train)
+    if not allow_one_class and positive in (0, len(train)):
+        kind = "failed" if positive == 0 else "successful"
+        raise ValueError(f"M_sa training data has one class only: all {len(train)} chunks come from {kind} "
+                         "episodes, so M_sa would learn a constant (accuracy 1.0, no information); collect both "
+                         "outcomes (alfworld-pipeline seeds successes with ALFWorld's expert: --expert-share).")
     model = sa.SelfAwarenessModel(embedder, hidden=hidden, seed=seed)
     before = model.loss(train)
     history = model.fit(train, epochs=epochs, lr=lr, seed=seed)

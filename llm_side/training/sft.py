@@ -51,24 +51,38 @@ def completion_text(action: str, observation: str) -> str:
     return f" {action}\n{observation.strip()}\n{STEP_CUE}"
 
 
+def spaced(items: Sequence[Any], k: int | None) -> list[Any]:
+    """At most `k` of `items`, evenly spaced from the first to the last (all when k is None or enough)."""
+    n = len(items)
+    if k is None or n <= k:
+        return list(items)
+    if k == 1:
+        return [items[n // 2]]
+    return [items[round(i * (n - 1) / (k - 1))] for i in range(k)]
+
+
 def sft_examples(records: Iterable[dict[str, Any]], env: Any = None, *, context_tokens: int = 6000,
-                 fits: Callable[[str], bool] | None = None) -> list[dict[str, str]]:
+                 fits: Callable[[str], bool] | None = None, per_episode: int | None = None,
+                 grouped: bool = False) -> Any:
     """Prompt-completion rows from the successful records (runner fields: task, episode, memory,
     first_observation, task_text, actions, observations), one per step, in the run-time prompt format.
     `env` supplies the few-shot examples (`react_examples(task_id)`, as the agents get them); the
     reflections are the task's memory before that episode (`records.memory_before`). `fits(prompt +
     completion)` (e.g. "within the model's window"): a row that does not fit is rebuilt with a smaller
-    transcript budget, so the transcript's oldest steps go first and the completion is always kept."""
+    transcript budget, so the transcript's oldest steps go first and the completion is always kept.
+    `per_episode`: keep at most that many rows of an episode, evenly spaced over its steps (SFT sized for a
+    CPU); `grouped`: one list of rows per episode instead of one flat list."""
     from llm_side.agents.reflexion import ReflexionAgent
     from llm_side.harness.contracts import Observation
     from llm_side.harness.records import memory_before
 
     records = list(records)
     actor = ReflexionAgent(None, context_tokens=context_tokens)  # prompt building only: never calls an LLM
-    rows = []
+    groups: list[list[dict[str, str]]] = []
     for r in records:
         if not r.get("success") or not r.get("actions"):
             continue
+        rows: list[dict[str, str]] = []
         task, episode = str(r["task"]), int(r["episode"])
         actor.load_memory({"reflections": memory_before(records, task, episode).get("reflections", [])})
         first = r.get("first_observation") or ""
@@ -86,7 +100,26 @@ def sft_examples(records: Iterable[dict[str, Any]], env: Any = None, *, context_
             rows.append({"prompt": prompt, "completion": completion})
             actor._last_action = action
             observation = next_obs
-    return rows
+        groups.append(spaced(rows, per_episode))
+    return groups if grouped else [row for g in groups for row in g]
+
+
+def hold_out(games: Sequence[Sequence[dict[str, str]]], n: int
+             ) -> tuple[list[dict[str, str]], list[dict[str, str]], str]:
+    """(train rows, held-out rows, how they were held out): whole games from the end until `n` rows are
+    held out, at least one game kept for training ("games"); from a single game its last rows, at most
+    half of them ("rows of a trained game": the same episode, so a weaker test); n=0: none ("none")."""
+    games = [list(g) for g in games if g]
+    if n <= 0 or not games:
+        return [r for g in games for r in g], [], "none"
+    if len(games) >= 2:
+        held: list[dict[str, str]] = []
+        while len(games) > 1 and len(held) < n:
+            held = games.pop() + held
+        return [r for g in games for r in g], held[:max(n, 1)], "games"
+    rows = games[0]
+    k = min(n, len(rows) // 2)
+    return rows[:len(rows) - k], rows[len(rows) - k:], "rows of a trained game" if k else "none"
 
 
 # -- LoRA plumbing shared with dpo.py --------------------------------------------------------------------
@@ -190,12 +223,17 @@ def log(line: str) -> None:
 
 
 def run_sft(base: str | Path, rows: Sequence[dict[str, str]], out_dir: str | Path, *, max_steps: int = 100,
-            lr: float = 2e-4, lora_r: int = 8, seed: int = 0, merge: bool = True) -> dict[str, Any]:
+            lr: float = 2e-4, lora_r: int = 8, seed: int = 0, merge: bool = True,
+            heldout: Sequence[dict[str, str]] = (), base_model: str | None = None,
+            extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """LoRA-SFT of the model in folder `base` on prompt-completion `rows`; writes `out_dir` atomically.
 
     Rows are tokenized here (no EOS appended, see the module docstring); the sequence limit is the longest
     row, so nothing is truncated. Rows longer than the model's window, or with an empty completion, are
-    left out and counted (`rows_left_out`); none left is an error."""
+    left out and counted (`rows_left_out`); none left is an error. Every step logs one stderr line as it
+    ends. `heldout` rows (not trained on) measure the trained actor against the base (`effect`: completion
+    NLL and greedy actions); the metrics and a stderr line say whether it differs. `base_model`: the
+    `--model` spec of `base`, recorded so that `compare --trained` can check the base."""
     if not rows:
         raise ValueError("no successful episodes to fine-tune the actor on: the collection run has no "
                          "success; run more episodes or a stronger --model.")
@@ -220,7 +258,7 @@ def run_sft(base: str | Path, rows: Sequence[dict[str, str]], out_dir: str | Pat
                         report_to=[], seed=seed, max_length=longest, completion_only_loss=True,
                         use_cpu=True, bf16=False, fp16=False, dataloader_num_workers=0, disable_tqdm=True)
         trainer = SFTTrainer(model=peft_model, args=cfg, train_dataset=Dataset.from_list(kept),
-                             processing_class=tok)
+                             processing_class=tok, callbacks=[StepLog("SFT", max_steps)])
         trained = len(trainer.train_dataset)
         if not trained:
             raise ValueError(f"trl left none of the {len(kept)} SFT rows to train on; nothing was fine-tuned.")
@@ -231,9 +269,117 @@ def run_sft(base: str | Path, rows: Sequence[dict[str, str]], out_dir: str | Pat
         metrics = {"rows": len(rows), "rows_trained": trained, "rows_left_out": left_out, "max_length": longest,
                    "model_window": window, "steps": int(result.global_step), "losses": losses,
                    "final_loss": float(result.training_loss),
-                   "lora_delta": lora_change(before, lora_snapshot(peft_model)), "base": str(base)}
+                   "lora_delta": lora_change(before, lora_snapshot(peft_model)), "base": str(base),
+                   "base_model": base_model, "lr": lr, "lora_rank": lora_r,
+                   "train_s": round(trainer_seconds(trainer), 1),
+                   **(extra or {})}
+        metrics["effect"] = measure_effect(peft_model, tok, heldout)
+        log(effect_line(metrics["effect"]))
         save(peft_model, tok, tmp, merge=merge, metrics=metrics)
     return metrics
+
+
+def trainer_seconds(trainer: Any) -> float:
+    """Wall seconds of `trainer.train()` as the trainer logged them (0 when not logged)."""
+    for h in reversed(trainer.state.log_history):
+        if "train_runtime" in h:
+            return float(h["train_runtime"])
+    return 0.0
+
+
+class StepLog:
+    """A transformers TrainerCallback (duck-typed: imported lazily) that prints one flushed stderr line per
+    logged step, so a long CPU stage shows progress as it goes rather than when it ends."""
+
+    def __init__(self, stage: str, total: int):
+        self.stage, self.total = stage, total
+        self._t0: float | None = None
+
+    def __getattr__(self, name: str) -> Any:  # every other callback event: nothing to do
+        if name.startswith("on_"):
+            return lambda *a, **k: None
+        raise AttributeError(name)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        import time
+
+        self._t0 = time.monotonic()
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+        import time
+
+        if not logs or "loss" not in logs:
+            return
+        spent = time.monotonic() - (self._t0 or time.monotonic())
+        log(f"{self.stage} step {state.global_step}/{self.total}: loss {float(logs['loss']):.4f} ({spent:.0f} s)")
+
+
+def completion_nll(model: Any, tok: Any, rows: Sequence[dict[str, str]]) -> float:
+    """Mean negative log-likelihood per completion token of `rows` (nats): how well `model` predicts the
+    expert's action and the game's answer at the run-time prompt."""
+    import torch
+
+    total, count = 0.0, 0
+    with torch.inference_mode():
+        for enc in tokenize_rows(rows, tok):
+            ids = torch.tensor([enc["input_ids"]])
+            logits = model(input_ids=ids).logits[0, :-1].float()
+            mask = torch.tensor(enc["completion_mask"][1:], dtype=torch.bool)
+            nll = torch.nn.functional.cross_entropy(logits[mask], ids[0, 1:][mask], reduction="sum")
+            total, count = total + float(nll), count + int(mask.sum())
+    return total / max(count, 1)
+
+
+def greedy_actions(model: Any, tok: Any, rows: Sequence[dict[str, str]], max_new_tokens: int = 24) -> list[str]:
+    """The greedy next action (first line after the '>' cue) of `model` at each row's prompt."""
+    import torch
+
+    out = []
+    with torch.inference_mode():
+        for row in rows:
+            ids = tok(row["prompt"], return_tensors="pt", add_special_tokens=False).input_ids
+            gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                 do_sample=False, use_cache=True, pad_token_id=tok.pad_token_id)
+            text = tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True)
+            out.append(text.strip().split("\n", 1)[0].strip())
+    return out
+
+
+def measure_effect(peft_model: Any, tok: Any, heldout: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """The trained actor against its base (the adapter switched off) on `heldout` rows: completion NLL,
+    greedy actions, how many changed and how many match the recorded action. `differs`: any greedy action
+    changed or the NLL moved by more than 0.01 nats/token."""
+    if not heldout:
+        return {"heldout_rows": 0, "differs": None, "note": "no held-out rows: effect not measured"}
+    was_training = peft_model.training
+    peft_model.eval()
+    try:
+        nll_trained, acts_trained = completion_nll(peft_model, tok, heldout), greedy_actions(peft_model, tok, heldout)
+        with peft_model.disable_adapter():
+            nll_base, acts_base = completion_nll(peft_model, tok, heldout), greedy_actions(peft_model, tok, heldout)
+    finally:
+        peft_model.train(was_training)
+    target = [row["completion"].strip().split("\n", 1)[0].strip() for row in heldout]
+    changed = sum(a != b for a, b in zip(acts_base, acts_trained, strict=True))
+    return {"heldout_rows": len(heldout), "nll_base": round(nll_base, 4), "nll_trained": round(nll_trained, 4),
+            "greedy_changed": changed,
+            "greedy_match_base": sum(a == t for a, t in zip(acts_base, target, strict=True)),
+            "greedy_match_trained": sum(a == t for a, t in zip(acts_trained, target, strict=True)),
+            "greedy_base": acts_base, "greedy_trained": acts_trained, "recorded": target,
+            "differs": bool(changed or abs(nll_trained - nll_base) > 0.01)}
+
+
+def effect_line(effect: dict[str, Any]) -> str:
+    """One stderr line on whether SFT changed the actor (and, when it did not, what to raise)."""
+    if effect.get("differs") is None:
+        return "SFT effect: not measured (no held-out rows; --sft-heldout 0 or too few successful steps)"
+    figures = (f"held-out NLL {effect['nll_base']:.3f} -> {effect['nll_trained']:.3f} nats/token over "
+               f"{effect['heldout_rows']} rows, {effect['greedy_changed']} of {effect['heldout_rows']} greedy actions "
+               f"changed, recorded action matched {effect['greedy_match_base']} -> {effect['greedy_match_trained']}")
+    if effect["differs"]:
+        return f"SFT effect: the trained actor differs from the base: {figures}"
+    return (f"SFT effect: WARNING: the trained actor does NOT measurably differ from the base ({figures}); raise "
+            "--sft-steps, --sft-lr or --lora-rank")
 
 
 def build_tiny_llama(out_dir: str | Path, corpus: Sequence[str], *, vocab_size: int = 400, hidden: int = 32,

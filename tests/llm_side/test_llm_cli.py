@@ -301,3 +301,17 @@ def test_serve_bad_input_is_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and err[0].startswith("muse-llm serve: error:")
+
+
+def test_help_lists_every_subcommand(capsys):
+    """A newcomer's `muse-llm --help` names the passthrough commands too, and each still has its own parser."""
+    from llm_side.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for name in ("run", "tasks", "report", "compare", "alfworld-pipeline", "serve", "sweep-tau"):
+        assert f"    {name} " in out, name
+    with pytest.raises(SystemExit):
+        main(["alfworld-pipeline", "--help"])
+    assert "--expert-share" in capsys.readouterr().out

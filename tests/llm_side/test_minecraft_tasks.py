@@ -90,3 +90,39 @@ def test_report_tables_in_table2_layout():
     assert "| deps | - | - | - | 0.00 / - | - |" in t2
     assert "| hard | craft_iron_pickaxe |" in t8
     assert report_tables([{"env": "alfworld", "task": "x"}]) == []
+
+
+def test_episode_end_is_recorded_and_the_action_cap_counted():
+    """Metagent-P records how an episode ended; the report counts episodes cut by the action cap before
+    the paper's tick limit."""
+    from types import SimpleNamespace
+
+    from llm_side.agents.metagent_p.agent import ended_by
+    from llm_side.harness.contracts import EpisodeOutcome
+
+    def env(ticks, dead=False):
+        return SimpleNamespace(world=SimpleNamespace(elapsed=ticks, dead=dead), task=SimpleNamespace(tick_limit=12000))
+
+    def out(success=False, reason=None):
+        return EpisodeOutcome(task_id="t", episode=0, success=success, steps=300, score=None, trajectory=[],
+                              task="", reason=reason)
+
+    assert ended_by(env(900), out()) == {"ended_by": "action_cap", "ticks": 900, "tick_limit": 12000}
+    assert ended_by(env(12000), out())["ended_by"] == "tick_limit"
+    assert ended_by(env(50, dead=True), out())["ended_by"] == "death"
+    assert ended_by(env(50), out(success=True))["ended_by"] == "success"
+    assert ended_by(env(50), out(reason="agent error"))["ended_by"] == "error"
+    task = next(iter(TASKS))
+    recs = [{"env": "minecraft", "task": task, "agent": "metagent-p", "episode": i, "success": False, "steps": 300,
+             "ended_by": "action_cap" if i else "tick_limit", "ticks": 600} for i in range(3)]
+    title, table = report_tables(recs)[-1]
+    assert "how episodes ended" in title and "| metagent-p | 3 | 0 | 1 | 0 | 2 | 0 | 600 |" in table
+
+
+def test_list_options_fills_sibling_names_in_rules(capsys):
+    """`--list-options` shows `alpha + beta = 1 (beta=0.5)`, not a literal `{beta}`."""
+    from llm_side.cli import main
+
+    assert main(["run", "--agent", "metagent-p", "--list-options"]) == 0
+    out = capsys.readouterr().out
+    assert "{beta}" not in out and "alpha + beta = 1 (beta=0.5)" in out

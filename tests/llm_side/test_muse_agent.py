@@ -145,7 +145,7 @@ def test_rollout_budget_follows_the_context_window_and_states_the_cpu_default():
 
     assert rollout_budget("context", 3000, 32768, on_cpu=True) == 32768 - 3000  # the paper: up to the window
     assert rollout_budget("auto", 3000, 32768, on_cpu=False) == 32768 - 3000
-    assert rollout_budget("auto", 3000, 32768, on_cpu=True) == CPU_ROLLOUT_TOKENS == 256
+    assert rollout_budget("auto", 3000, 32768, on_cpu=True) == CPU_ROLLOUT_TOKENS == 64
     assert rollout_budget("context", 100, None, on_cpu=False) == DEFAULT_CONTEXT_WINDOW - 100
     assert rollout_budget("context", 9000, 8192, on_cpu=False) == 1
     assert rollout_budget(64, 3000, 32768, on_cpu=False) == 64

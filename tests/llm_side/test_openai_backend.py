@@ -222,3 +222,25 @@ def test_real_llama_cpp_server_smollm2(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_default_timeout_is_sized_from_the_rollouts(monkeypatch):
+    """Unset MUSE_LLM_HTTP_TIMEOUT: a request's timeout grows with n x max_tokens (MUSE's rollouts queue on a
+    one-slot server); set, it is used as given."""
+    from llm_side.backends import openai_compat as oc
+
+    monkeypatch.delenv("MUSE_LLM_HTTP_TIMEOUT", raising=False)
+    llm = oc.OpenAICompatLLM.from_spec("openai:http://127.0.0.1:9/v1:m")
+    assert llm.timeout is None
+    assert oc.sized_timeout(5, 256) == 120 + 0.5 * 5 * 256 and oc.sized_timeout(1, 64) == 152
+    seen = []
+    monkeypatch.setattr(llm, "_post", lambda path, payload, timeout=None: seen.append(timeout) or
+                        {"choices": [{"text": "x"}] * payload["n"]})
+    llm.complete("p", n=5, max_tokens=256, temperature=0.5)
+    assert seen == [oc.sized_timeout(5, 256)]
+    monkeypatch.setenv("MUSE_LLM_HTTP_TIMEOUT", "30")
+    fixed = oc.OpenAICompatLLM.from_spec("openai:http://127.0.0.1:9/v1:m")
+    monkeypatch.setattr(fixed, "_post", lambda path, payload, timeout=None: seen.append(timeout) or
+                        {"choices": [{"text": "x"}] * payload["n"]})
+    fixed.complete("p", n=5, max_tokens=256, temperature=0.5)
+    assert seen[-1] == 30.0

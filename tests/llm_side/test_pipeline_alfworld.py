@@ -73,7 +73,7 @@ def test_alfworld_pipeline_trains_every_model_and_deploys_them(tmp_path, monkeyp
     from llm_side.envs import alfworld_data
 
     examples = alfworld_data.reflexion_examples()
-    monkeypatch.setattr(pipe, "_env", lambda cfg: _SharedEnv(env, examples))
+    monkeypatch.setattr(pipe, "_env", lambda cfg, expert=False: _SharedEnv(env, examples))
     try:
         common = ["--out", str(tmp_path), "--model", "smollm2", "--limit", "1", "--max-steps", "6"]
         cfg = pipe.PipelineConfig(out=tmp_path, model="smollm2", limit=1, collect_episodes=3, max_steps=6,
@@ -91,7 +91,8 @@ def test_alfworld_pipeline_trains_every_model_and_deploys_them(tmp_path, monkeyp
 
     sft_metrics = json.loads((tmp_path / "actor_sft" / "metrics.json").read_text())
     offered = sum(len(r["actions"]) for r in collected if r["success"])
-    assert sft_metrics["rows"] == sft_metrics["rows_trained"] == offered == 5  # the expert's five steps
+    assert sft_metrics["rows"] + sft_metrics["effect"]["heldout_rows"] == offered == 5  # the expert's five steps
+    assert sft_metrics["rows"] == sft_metrics["rows_trained"]
     assert sft_metrics["rows_left_out"] == 0 and sft_metrics["lora_delta"] > 0
     dpo_metrics = json.loads((tmp_path / "reflection_dpo" / "metrics.json").read_text())
     assert dpo_metrics["pairs_trained"] >= 1 and dpo_metrics["max_length"] > 1024 and dpo_metrics["steps"] == 1

@@ -115,3 +115,29 @@ def test_reflexion_real_alfworld_smollm2_two_episodes(tmp_path):
     # memory after episode 1 holds both reflections, the first as written after episode 0
     assert len(recs[1]["memory"]["reflections"]) == 2
     assert recs[1]["memory"]["reflections"][0] == recs[0]["memory"]["reflections"][0]
+
+
+def test_reflexion_takes_fine_tuned_actor_and_reflection_models(monkeypatch):
+    """The `--reflexion-trained` reading: Reflexion acts with actor_model and reflects with reflection_model
+    (the run's model reflects when only the actor is given), and its records name both."""
+    from llm_side.agents import reflexion
+    from llm_side.backends.scripted import ScriptedLLM
+
+    loaded = {}
+
+    def fake_load(spec):
+        loaded[spec] = ScriptedLLM(["look"])
+        loaded[spec].name = spec
+        return loaded[spec]
+
+    monkeypatch.setattr("llm_side.backends.load_llm", fake_load)
+    base = ScriptedLLM(["look"])
+    base.name = "base"
+    agent = reflexion.make_agent("alfworld", base, {"actor_model": "hf:A", "reflection_model": "hf:R"})
+    assert agent.llm is loaded["hf:A"] and agent.reflection_llm is loaded["hf:R"]
+    assert {k: agent.episode_extras()[k] for k in ("actor_model", "reflection_model")} == {
+        "actor_model": "hf:A", "reflection_model": "hf:R"}
+    only_actor = reflexion.make_agent("alfworld", base, {"actor_model": "hf:A"})
+    assert only_actor.reflection_llm is base
+    plain = reflexion.make_agent("alfworld", base, {})
+    assert plain.llm is base and "actor_model" not in plain.episode_extras()

@@ -210,25 +210,49 @@ def test_make_agent_rejects_bad_options():
     assert a.tau == 0.6 and a.no_metacognition and a.max_samples == 3
 
 
-def test_the_reference_is_another_packaged_model_by_default(monkeypatch):
-    """Paper 003 pairs two different models; the acting model as its own reference gave similarity 1.0."""
+def test_the_reference_is_the_acting_model_by_default_and_paired_is_a_named_variant(monkeypatch):
+    """Paper 003's main setting: one model in both roles (reference_model=same, greedy) with the reasoning
+    model's first sample drawn at a temperature; `paired` picks another packaged model, never the actor's own
+    (a served `openai:URL:qwen1.5b` actor gets qwen0.5b)."""
     from llm_side.backends import LazyLLM
 
+    acting = LazyLLM("smollm2")
+    same = refrea.make_agent("scienceworld", acting, {})
+    assert same.reference_llm is acting and same.temperature == refrea.FIRST_TEMPERATURE > 0
     assert refrea.default_reference("qwen0.5b") == "qwen1.5b" == refrea.default_reference("smollm2")
     assert refrea.default_reference("qwen1.5b") == "qwen0.5b"
+    assert refrea.default_reference("openai:http://127.0.0.1:8080/v1:qwen1.5b") == "qwen0.5b"
     checked = []
     monkeypatch.setattr("llm_side.backends.check_available", checked.append)
-    agent = refrea.make_agent("scienceworld", LazyLLM("qwen0.5b"), {})
+    agent = refrea.make_agent("scienceworld", LazyLLM("qwen0.5b"), {"reference_model": "paired"})
     assert agent.reference_llm.name == "qwen1.5b" and checked == ["qwen1.5b"]
-    acting = LazyLLM("smollm2")
-    assert refrea.make_agent("scienceworld", acting, {"reference_model": "same"}).reference_llm is acting
+    served = LazyLLM("openai:http://127.0.0.1:8080/v1:qwen1.5b")
+    assert refrea.make_agent("scienceworld", served, {"reference_model": "paired"}).reference_llm.name == "qwen0.5b"
     assert refrea.make_agent("scienceworld", acting, {"reference_model": "gemma270m"}).reference_llm.name == "gemma270m"
+    with pytest.warns(UserWarning, match="is the acting model"):
+        refrea.make_agent("scienceworld", served, {"reference_model": "qwen1.5b"})
 
     def missing(spec):
         raise RuntimeError(f"model '{spec}' is not installed: pip install X")
     monkeypatch.setattr("llm_side.backends.check_available", missing)
     with pytest.raises(ValueError, match="reference model: model 'qwen1.5b' is not installed.*reference_model=same"):
-        refrea.make_agent("scienceworld", acting, {})
+        refrea.make_agent("scienceworld", acting, {"reference_model": "paired"})
+
+
+def test_the_reference_decodes_greedily_and_the_first_sample_is_drawn_hot():
+    calls = []
+
+    class Recorder:
+        name = "rec"
+
+        def complete(self, prompt, **kw):
+            calls.append(kw["temperature"])
+            return ["look"]
+
+    agent = RefReaAgent(Recorder(), embedder=ExactEmbedder(), meta_interval=100)
+    agent.begin_episode(Observation(text="Room.", task="t"), task_id="t", episode=0, env=None)
+    agent.act("Room.", None)
+    assert calls == [0.0, refrea.FIRST_TEMPERATURE, 0.0]  # reference greedy, reasoning sample, greedy insight
 
 
 def test_summary_reports_the_similarity_distribution():
@@ -252,7 +276,7 @@ def test_refrea_runs_on_real_scienceworld_with_real_model(sw_env, tmp_path):
     from llm_side.harness.runner import run_eval
 
     llm = load_llm("smollm2")
-    # only SmolLM2 is installed in CI: it serves as its own reference here (the default is another model)
+    # the paper's setting: the acting model is its own reference
     agent = refrea.make_agent("scienceworld", llm, {"max_samples": 2, "meta_interval": 2, "max_tokens": 16,
                                                     "meta_tokens": 24, "reference_model": "same"})
     task = sw_env.expand_task_ids(["4-1"])[0]

@@ -88,6 +88,7 @@ def test_report_tables_follow_table1_layout():
     assert table["Steps/episode"][1:] == ["16.5", "4.0"]
     ((title, md),) = report_tables(recs)
     assert "Table 1" in title and md.splitlines()[0].startswith("| Task Type | Length | refrea | cot |")
+    assert "averages EVERY trial record" in title  # failed trials before a success count too
     assert report_tables([]) == []
 
 

@@ -112,6 +112,35 @@ def test_sft_real_lora_steps(tiny_llama, tmp_path):
 
 
 @pytest.mark.slow
+def test_sft_measures_the_trained_actor_against_the_base_and_logs_every_step(tiny_llama, tmp_path, capsys):
+    """Held-out rows: completion NLL and greedy actions of the trained actor against the base (adapter off),
+    and one flushed stderr line per training step."""
+    games = sft.sft_examples(RECORDS, grouped=True)
+    train, heldout, how = sft.hold_out(games, 2)
+    assert how == "games" and len(heldout) == 2 and len(train) == 2  # the last game's two rows
+    m = sft.run_sft(tiny_llama, train, tmp_path / "actor", max_steps=4, lr=1e-2, heldout=heldout, base_model="tiny")
+    effect = m["effect"]
+    assert effect["heldout_rows"] == 2 and effect["differs"] is True and effect["nll_trained"] != effect["nll_base"]
+    assert len(effect["greedy_base"]) == len(effect["greedy_trained"]) == 2 and m["base_model"] == "tiny"
+    err = capsys.readouterr().err
+    assert [f"SFT step {i}/4" in err for i in range(1, 5)] == [True] * 4
+    assert "SFT effect: the trained actor differs" in err
+    none = sft.measure_effect(None, None, [])
+    assert none["differs"] is None and "not measured" in sft.effect_line(none)
+    same = {"heldout_rows": 3, "nll_base": 1.0, "nll_trained": 1.0, "greedy_changed": 0, "greedy_match_base": 0,
+            "greedy_match_trained": 0, "differs": False}
+    assert "does NOT measurably differ" in sft.effect_line(same)
+
+
+def test_sft_rows_per_game_and_hold_out():
+    assert sft.spaced(list(range(10)), 3) == [0, 4, 9] and sft.spaced([1, 2], 5) == [1, 2]
+    assert sft.spaced([1, 2, 3], 1) == [2]
+    train, held, how = sft.hold_out([[1, 2, 3, 4, 5]], 4)
+    assert (train, held, how) == ([1, 2, 3], [4, 5], "rows of a trained game")
+    assert sft.hold_out([[1, 2]], 0) == ([1, 2], [], "none")
+
+
+@pytest.mark.slow
 def test_sft_adds_no_eos_and_the_tuned_actor_rolls_out_several_steps(tiny_llama, tmp_path):
     """The fine-tuned actor is MUSE's world model: its look-ahead rollouts must go on past one action.
     With trl's EOS after every completion they stopped after one (SmolLM2: EOS was 56-81% of the loss)."""
@@ -199,9 +228,15 @@ def test_pipeline_errors_are_one_line(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("muse-llm alfworld-pipeline: error:") and "--stage collect" in err[0]
     for r in RECORDS:
         append_jsonl(tmp_path / "only_fail" / "collect" / "episodes.jsonl", dict(r, success=False))
-    assert pipe.main(["--stage", "dpo", "--out", str(tmp_path / "only_fail"), "--base", str(tmp_path)]) == 2
+    # no preference pair: DPO is skipped (said on stderr and in its metrics), deploy then reflects with the base
+    assert pipe.main(["--stage", "dpo", "--out", str(tmp_path / "only_fail"), "--base", str(tmp_path)]) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no DPO preference pairs" in err[0]
+    assert len(err) == 1 and err[0].startswith("DPO: skipped, no DPO pair")
+    metrics = json.loads((tmp_path / "only_fail" / "reflection_dpo" / "metrics.json").read_text())
+    assert metrics["skipped"] and metrics["pairs"] == 0
+    assert not (tmp_path / "only_fail" / "reflection_dpo" / "merged").exists()
+    with pytest.raises(ValueError, match="no DPO preference pairs"):
+        dpo.run_dpo(tmp_path, [], tmp_path / "rx0")
 
 
 def test_test_metrics_use_only_test_episodes():
@@ -210,3 +245,15 @@ def test_test_metrics_use_only_test_episodes():
     assert m["episodes"] == 2 and m["success_rate"] == 1.0 and m["time_to_success_penalty100"] == 10
     m_all = pipe.test_metrics(recs, first_test=0)
     assert m_all["sa_auroc"] == 1.0 and m_all["sa_accuracy"] == 1.0 and m_all["time_to_success_penalty100"] == 55
+
+
+def test_expert_games_share_and_pipeline_flags_are_checked(capsys):
+    ids = [f"g{i}" for i in range(10)]
+    picked = pipe.expert_games(ids, 0.25, seed=0)
+    assert len(picked) == 3 and picked == [t for t in ids if t in picked] == pipe.expert_games(ids, 0.25, seed=0)
+    assert pipe.expert_games(ids, 0.0, 0) == [] and pipe.expert_games(ids[:1], 0.01, 0) == ["g0"]
+    assert pipe.expert_games(ids, 1.0, 0) == ids
+    for flag, value in (("--expert-share", "1.5"), ("--sft-steps", "0"), ("--lora-rank", "0"), ("--sft-lr", "0")):
+        assert pipe.main(["--stage", "sft", "--out", "x", flag, value]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and flag in err[0], err

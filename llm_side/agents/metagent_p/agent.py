@@ -135,6 +135,8 @@ class MetagentPAgent(LazyEmbedder):
     # ---- episode ------------------------------------------------------------------------------
     def begin_episode(self, obs: Observation, *, task_id: str, episode: int, env: Any) -> None:
         self._reset_episode()
+        self._episode_env = env
+        self._ended_by: dict[str, Any] = {}
         self.verifier.begin_episode()
         info_fn = getattr(env, "task_info", None)
         self.task_info = info_fn(task_id) if callable(info_fn) else {"task": obs.task}
@@ -274,6 +276,8 @@ class MetagentPAgent(LazyEmbedder):
         return {"replans": self.replans, "subgoal": self.subgoal}
 
     def end_episode(self, outcome: EpisodeOutcome) -> None:
+        self._ended_by = ended_by(getattr(self, "_episode_env", None), outcome)
+        self._episode_env = None
         if outcome.success and self.cfg.experience:
             plan = [a for a, o in outcome.trajectory if not self.controller.failed(o)]
             self.successes.add(SuccessCase(str(self.task_info.get("task")), self.first_scene, plan[:60],
@@ -292,7 +296,8 @@ class MetagentPAgent(LazyEmbedder):
         return {**extra, "replans": self.replans, "recoveries": self.recoveries, "plan_fallbacks": self.fallbacks,
                 "verifier_blocks": self.blocked, "reflections": self.reflections, "rule_pool": len(self.verifier),
                 "success_pool": len(self.successes), "failure_pool": len(self.failures),
-                "rules_rejected": self.verifier.rejected, "rules_dropped": self.verifier.dropped}
+                "rules_rejected": self.verifier.rejected, "rules_dropped": self.verifier.dropped,
+                **getattr(self, "_ended_by", {})}
 
     # ---- memory -------------------------------------------------------------------------------
     def memory(self) -> dict[str, Any]:
@@ -307,6 +312,26 @@ class MetagentPAgent(LazyEmbedder):
         self.successes.load_json(memory.get("success", []))
         self.failures.load_json(memory.get("failure", []))
         self.verifier.load_json(memory.get("rules", []))
+
+
+def ended_by(env: Any, outcome: EpisodeOutcome) -> dict[str, Any]:
+    """How the episode ended: `success`, `death`, `tick_limit` (the paper's end), `error`, or `action_cap`:
+    none of those, so the runner's action limit (the env's 300 by default, `--max-steps`) cut it first.
+    With the game ticks used and the task's tick limit, when the env is the tech-tree world."""
+    world, task = getattr(env, "world", None), getattr(env, "task", None)
+    ticks = getattr(world, "elapsed", None)
+    limit = getattr(task, "tick_limit", None)
+    if outcome.success:
+        how = "success"
+    elif outcome.reason:
+        how = "error"
+    elif world is not None and getattr(world, "dead", False):
+        how = "death"
+    elif ticks is not None and limit is not None and ticks >= limit:
+        how = "tick_limit"
+    else:
+        how = "action_cap"
+    return {"ended_by": how, "ticks": ticks, "tick_limit": limit}
 
 
 def advice(observation: str, suggestion: str) -> str:

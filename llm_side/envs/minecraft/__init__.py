@@ -162,4 +162,20 @@ def report_tables(records: list[dict]) -> list[tuple[str, str]]:
                 sizes = (r["rule_pool"], r.get("success_pool", 0), r.get("failure_pool", 0))
                 rows4 += f"| {a} | {n} | " + " | ".join(map(str, sizes)) + " |\n"
         tables.append(("Minecraft: rule and experience pool growth (Table 4)", head4 + rows4))
+    ends = [r for r in recs if r.get("ended_by")]
+    if ends:
+        kinds = ("success", "tick_limit", "death", "action_cap", "error")
+        head_e = "| agent | episodes | " + " | ".join(kinds) + " | mean ticks at the cap |\n|---|---|" + "---|" * (
+            len(kinds) + 1) + "\n"
+        rows_e = ""
+        for a in agents:
+            rs = [r for r in ends if _who(r) == a]
+            if not rs:
+                continue
+            capped = [r["ticks"] for r in rs if r["ended_by"] == "action_cap" and r.get("ticks") is not None]
+            mean = f"{sum(capped) / len(capped):.0f}" if capped else "-"
+            rows_e += (f"| {a} | {len(rs)} | " + " | ".join(str(sum(r["ended_by"] == k for r in rs)) for k in kinds)
+                       + f" | {mean} |\n")
+        tables.append(("Minecraft: how episodes ended (action_cap = cut by the runner's action limit, 300 by "
+                       "default, before the paper's tick limit)", head_e + rows_e))
     return tables
