@@ -42,8 +42,8 @@ from muse_common.settings import Allowed, build_options, integer_at_least, setti
 
 REPLAY_FILE = "replay.jsonl"
 CPU_ROLLOUT_TOKENS = 64
-"""The CPU default horizon, sized to keep a MUSE step within 3x a ReAct step on the same model and machine
-. One M_sa chunk (four action-observation pairs) of the ALFWorld ReAct examples is 128 tokens on
+"""The CPU default horizon, sized to keep a MUSE step within 3x a ReAct step on the same model and machine.
+One M_sa chunk (four action-observation pairs) of the ALFWorld ReAct examples is 128 tokens on
 average (179 at the 90th percentile, Qwen2.5 tokenizer, all 289 pairs of react_alfworld_3prompts.json), so 64
 tokens hold about two pairs: M_sa scores half a chunk (`rollout_tokens=128` scores about one, at ~3.5x).
 Measured with benchmarks/llm_sampling.py --agent-steps 2 (qwen0.5b, 2 CPU cores shared with other jobs, one
