@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 def _rec(task, episode, success, reflection=None):
-    r = {"task": task, "episode": episode, "success": success, "steps": 2,
+    r = {"env": "alfworld", "agent": "reflexion", "task": task, "episode": episode, "success": success, "steps": 2,
          "first_observation": "Room.\nYour task is to: win.", "task_text": "win",
          "actions": ["think: plan", "win" if success else "look"], "observations": ["OK.", "done"]}
     if reflection:
