@@ -109,8 +109,9 @@ METRICS = RecordKind("metrics row", required={"step": _COUNTER},
                      optional={"env_steps": _COUNTER, "train_steps": _COUNTER, "episodes": _COUNTER})
 """A metrics.jsonl row of any run (adapt restarts `step` per task group, so no order or key)."""
 PRETRAIN_METRICS = dataclasses.replace(METRICS, required={"step": _COUNTER, "env_steps": _COUNTER},
-                                       key=lambda r: r["step"], order="step")
-"""A pre-training metrics.jsonl row: one per logged env step, in order."""
+                                       key=lambda r: r["step"], order="env_steps")
+"""A pre-training metrics.jsonl row: one per logged env step, in order of env steps (the checkpoint's counter,
+which a resume drops rows past; pre-training writes `step` = `env_steps`)."""
 ADAPT_EPISODE = RecordKind(
     "episode record",
     required={"task": (nonempty_str, "a task name"), "episode": _COUNTER, "success": (

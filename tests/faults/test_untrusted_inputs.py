@@ -279,7 +279,7 @@ def test_metrics_rows_past_the_checkpoint_and_out_of_order(tmp_path: Path) -> No
     drop_metrics_after(path, 100)
     assert [r["step"] for r in map(__import__("json").loads, path.read_text().splitlines())] == [50, 100]
     _write(path, [GOOD["metrics"][1], GOOD["metrics"][0]])
-    with pytest.raises(RecordError, match="line 2 has step 50 after step 100"):
+    with pytest.raises(RecordError, match="line 2 has env_steps 50 after env_steps 100"):
         drop_metrics_after(path, 100)
     _write(path, GOOD["metrics"], tail='{"step": 2')  # adapt's logger: a new row never glues onto a half line
     logger = RunLogger(tmp_path, total=1, tensorboard=False)

@@ -142,7 +142,7 @@ def test_metrics_resume_stops_on_non_records_and_cuts_a_torn_tail(tmp_path: Path
     drop_metrics_after(path, 2)
     assert [r["step"] for r in read_jsonl(path)] == [1, 2]
     err = capfd.readouterr().err
-    assert "cut a torn last line" in err and "past the checkpoint's step 2" in err, err
+    assert "cut a torn last line" in err and "past the checkpoint's env_steps 2" in err, err
 
 
 # ---------------------------------------------------------------------------------------------- stderr

@@ -15,7 +15,10 @@ def test_arms_sweep_beta_and_both_readings_against_the_plain_actor():
         for beta in (0.0, 0.02, 0.1, 0.5):
             assert table[f"{rollout}/beta={beta}"]["regulation.beta"] == beta
         assert table[f"{rollout}/normalized=0.5"]["regulation.step"] == "normalized"
-    assert len(table) == 11
+    # the controls (sample and noise-free mean) and the other two strategies
+    assert table["mean"] == {"regulation.strategy": "mean"}
+    assert table["rollouts"] == {"regulation.strategy": "rollouts"} and table["mcts"] == {"regulation.strategy": "mcts"}
+    assert len(table) == 14
 
 
 def test_exact_intervals_and_paired_test():
