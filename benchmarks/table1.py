@@ -129,14 +129,21 @@ def run_line(run: Path, agent: str, *, config: str, device: str, seed: int, comm
     from muse_common.files import read_jsonl
 
     metrics = list(read_jsonl(run / "metrics.jsonl", ("step",)))
-    last = metrics[-1] if metrics else {}
+    stopped = metrics[-1] if metrics else {}
+    # adaptation starts from the newest checkpoint, which a time limit can leave behind the last logged row:
+    # the pre-training figures are those of the row at the checkpoint's step
+    adapt_meta = run / "adapt" / "adapt.json"
+    ckpt = json.loads(adapt_meta.read_text()).get("step") if adapt_meta.is_file() else None
+    at_ckpt = [m for m in metrics if ckpt is None or m.get("env_steps", m["step"]) <= ckpt]
+    last = at_ckpt[-1] if at_ckpt else {}
     sa = {k.removeprefix("sa/"): v for k, v in last.items() if k.startswith("sa/")}
     windows = [{"step": m["step"], "success_rate": m.get("success_rate"), "sa_auroc": m.get("sa/auroc"),
-                "sa_successes": m.get("sa/successes")} for m in metrics if "success_rate" in m]
+                "sa_successes": m.get("sa/successes")} for m in at_ckpt if "success_rate" in m]
     records = list(read_jsonl(run / "adapt" / "episodes.jsonl", ("task", "episode", "success")))
     return {"table1": config, "agent": agent, "seed": seed, "device": device, "commit": commit,
             "pretrain": {"env_steps": last.get("env_steps"), "train_steps": last.get("train_steps"),
-                         "episodes": last.get("episodes"), "sa_last_window": sa, "windows": windows},
+                         "episodes": last.get("episodes"), "sa_last_window": sa, "windows": windows,
+                         "stopped_at_env_steps": stopped.get("env_steps")},
             "adapt_episodes_planned": planned, "adapt_episodes": len(records),
             "episodes": [compact(r, seed) for r in records]}
 
@@ -190,6 +197,7 @@ def main() -> None:
     add.add_argument("--seed", type=int, required=True)
     add.add_argument("--planned", type=int, default=None, help="adaptation episodes the run was to collect")
     add.add_argument("--commit", default=None, help="the code that ran (default: this checkout's HEAD)")
+    add.add_argument("--command", default=None, help="the command that made the runs, as the page shows it")
     add.add_argument("--out", required=True)
     qs = sub.add_parser("quickstart", help="write docs/quickstart/results.json from a quickstart's run folders")
     qs.add_argument("runs", help="the quickstart's folder (runs/quickstart)")
@@ -211,6 +219,8 @@ def main() -> None:
     for agent in ("muse", "dreamer"):
         line = run_line(Path(args.runs) / agent, agent, config=args.config, device=args.device, seed=args.seed,
                         commit=commit, planned=args.planned)
+        if args.command:
+            line["command"] = args.command
         append_jsonl(args.out, line)
         print(json.dumps({k: line[k] for k in ("agent", "seed", "adapt_episodes")}))
 
