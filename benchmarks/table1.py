@@ -60,6 +60,8 @@ def figures(agent: str, episodes: Sequence[dict[str, Any]]) -> dict[str, float]:
     out = {"success_rate": float(np.mean([bool(e["success"]) for e in episodes])) if episodes else math.nan}
     s, y = step_arrays(episodes)
     out["auroc"] = _auroc(s, y)
+    # the control for accuracy: a constant "fail" prediction scores the share of steps in failed episodes
+    out["constant_fail_accuracy"] = float(1.0 - y.mean()) if y.size else math.nan
     if agent == "muse" and episodes and all("psi1" in e for e in episodes):
         p, y1 = step_arrays(episodes, "psi1")
         out["accuracy"] = accuracy(p, y1, 0.5)
