@@ -29,13 +29,13 @@ for seed in "${seeds[@]}"; do for agent in muse dreamer; do
     $PY -m muse_jax.cli pretrain --config "$CONFIG" --agent $agent --logdir "$RUNS/seed$seed/$agent" \
     --set "train.seed=$seed" "${extra[@]}" > "$RUNS/seed$seed/pretrain_$agent.log" 2>&1 &
 done; done
-wait; el pretrained
+wait; el "pretrained (pass its seconds to table1 add --pretrain-wall-s)"
 for seed in "${seeds[@]}"; do for agent in muse dreamer; do
   XLA_PYTHON_CLIENT_MEM_FRACTION=$MEM timeout -k 10 "$ADAPT_S" \
     $PY -m muse_jax.cli adapt --checkpoint "$RUNS/seed$seed/$agent" --agent $agent \
     --logdir "$RUNS/seed$seed/$agent/adapt" > "$RUNS/seed$seed/adapt_$agent.log" 2>&1 &
 done; done
-wait; el adapted
+wait; el "adapted (table1 add --adapt-wall-s)"
 left=$(( ${DEADLINE_S:-575} - ($(date +%s) - T0) - 20 ))
 if (( left > 40 )); then  # the regulation effect on the first seed's MUSE checkpoint, paired, against both controls
   R=$RUNS/seed${seeds[0]}

@@ -678,6 +678,11 @@ def table1_page(docs: Path) -> str:
         name = {"muse": "MUSE", "dreamer": "Dreamer-v3"}
         walls = ", ".join(f"{name[a]} {' / '.join(f'{w} s' for w in ws if w)}" for a, ws in wall.items()
                           if any(ws))
+        if len({w for ws in wall.values() for w in ws}) == 1 and any(ws for ws in wall.values()):
+            walls = f"{next(iter(wall.values()))[0]} s for every run (side by side)"
+        adapt_walls = sorted({x["adapt_wall_s"] for x in lines if x.get("adapt_wall_s")})
+        if adapt_walls:
+            walls += f"; adaptation {' / '.join(f'{w} s' for w in adapt_walls)}"
         budget = (f"config `{config}` ({'; '.join(sorted({str(x['pretrain']['env_steps']) for x in lines}))} env "
                   f"steps of pre-training, {'; '.join(sorted({str(x['pretrain']['train_steps']) for x in lines}))} "
                   f"updates)" + (f"; pre-training wall time {walls}" if walls else ""))

@@ -16,7 +16,7 @@ and a paired comparison. `add` turns the run folders of one seed (`benchmarks/gp
   says how many of the planned ones exist.
 
     python -m benchmarks.table1 add runs/seed0 --config small --device "NVIDIA H200" --seed 0 \\
-        --out docs/table1/small.jsonl
+        --planned 40 --pretrain-wall-s 281 --adapt-wall-s 218 --out docs/table1/small.jsonl
 """
 
 from __future__ import annotations
@@ -200,6 +200,8 @@ def main() -> None:
     add.add_argument("--planned", type=int, default=None, help="adaptation episodes the run was to collect")
     add.add_argument("--commit", default=None, help="the code that ran (default: this checkout's HEAD)")
     add.add_argument("--command", default=None, help="the command that made the runs, as the page shows it")
+    add.add_argument("--pretrain-wall-s", type=int, default=None, help="pre-training wall time of the run")
+    add.add_argument("--adapt-wall-s", type=int, default=None, help="adaptation wall time of the run")
     add.add_argument("--out", required=True)
     qs = sub.add_parser("quickstart", help="write docs/quickstart/results.json from a quickstart's run folders")
     qs.add_argument("runs", help="the quickstart's folder (runs/quickstart)")
@@ -223,6 +225,10 @@ def main() -> None:
                         commit=commit, planned=args.planned)
         if args.command:
             line["command"] = args.command
+        if args.pretrain_wall_s is not None:
+            line["pretrain"]["wall_s"] = args.pretrain_wall_s
+        if args.adapt_wall_s is not None:
+            line["adapt_wall_s"] = args.adapt_wall_s
         append_jsonl(args.out, line)
         print(json.dumps({k: line[k] for k in ("agent", "seed", "adapt_episodes")}))
 
