@@ -7,7 +7,10 @@ lines into the same file).
 
 Training is the project's real pre-training loop (`muse_jax.loops.pretrain`, as `muse-wm pretrain`) on one
 task, proprio inputs, one run folder per seed under `--runs` (rerunning the same command resumes each seed
-from its last checkpoint). Each metrics window of `--log-every` agent steps becomes one JSON line in `--out`
+from its last checkpoint); the seeds train one after another, or with `--together` all at once through one
+vmapped train step (`muse_jax.loops.seeds`, as `muse-wm pretrain --seeds`; not the default because each
+line's `wall_s` then counts the shared wall time, which is not comparable with one seed trained alone).
+Each metrics window of `--log-every` agent steps becomes one JSON line in `--out`
 (default docs/learning_curves/<suite>_<task>.jsonl), in the format both implementations share: impl, agent,
 suite, task, seed, env_steps (agent steps = policy decisions, summed over envs), frames (env_steps x action
 repeat), score (mean undiscounted return of the training episodes, stochastic policy, that ended in the
