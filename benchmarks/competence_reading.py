@@ -3,9 +3,10 @@
 Why: MUSE §3.1.1 can be read as the steps LEFT to the first success (`steps_left`, the default) or as the
 success time from the episode START (`from_start`); psi_1 is the same, psi_2..psi_N are not. This reads one
 `muse-wm pretrain` + `muse-wm adapt` run per reading and writes one JSON file with, per reading: the last
-pre-training window's `sa/*` (metrics.jsonl), the adaptation results.json figures, and the adaptation
+pre-training window's `sa/*` (metrics.jsonl), the adaptation results.json figures, the adaptation
 quantile accuracy rescored against BOTH readings' true quantiles (from adapt/episodes.jsonl), so a head
-trained on one reading is also scored against the other. Wall times come from `--times NAME=FILE`, lines
+trained on one reading is also scored against the other, and the step shares those figures rest on
+(steps of solved episodes, steps predicted class 0 = failure). Wall times come from `--times NAME=FILE`, lines
 `pretrain rc=R wall_s=S` and `adapt rc=R wall_s=S` (the runner writes them).
 
     python -m benchmarks.competence_reading --run steps_left=/tmp/reading/steps_left \\
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +60,19 @@ def rescored(episodes: Sequence[dict[str, Any]], max_steps: int, n_quantiles: in
     return out
 
 
+def step_shares(episodes: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """What the adaptation figures rest on: the share of steps in solved episodes, and the share of steps
+    (all, and those of solved episodes) whose predicted quantile class is 0 (failure)."""
+    with_q = [e for e in episodes if e.get("quantile")]
+    steps = sum(len(e["quantile"]) for e in with_q)
+    solved = [e for e in with_q if e["success"]]
+    solved_steps = sum(len(e["quantile"]) for e in solved)
+    zero = lambda eps: sum(int(np.sum(np.asarray(e["quantile"]) == 0)) for e in eps)  # noqa: E731
+    return {"adapt_solved_step_share": solved_steps / steps if steps else None,
+            "adapt_predicted_failure_share": zero(with_q) / steps if steps else None,
+            "adapt_predicted_failure_share_solved": zero(solved) / solved_steps if solved_steps else None}
+
+
 def parse_times(path: Path | None) -> dict[str, Any]:
     if path is None or not path.exists():
         return {}
@@ -88,6 +103,7 @@ def summarize_run(name: str, run: Path, times: Path | None, config: str) -> dict
         "adapt_tasks": [{k: t.get(k) for k in ("task", "success_rate", "sa_auroc", "sa_accuracy",
                                                "sa_quantile_accuracy")} for t in res.get("tasks", [])],
         "adapt_quantile_accuracy_against": rescored(episodes, int(res["max_steps"]), n_quantiles),
+        **step_shares(episodes),
     }
 
 
@@ -117,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = {
         "what": "MUSE with the competence labels read as steps left to the first success (steps_left) vs as the "
                 "success time from the episode start (from_start): pre-train then adapt, one seed",
+        "made_by": "python -m benchmarks.competence_reading " + shlex.join(sys.argv[1:] if argv is None else argv),
         "config": args.config, "agent": "muse", "seed": args.seed, "machine": args.machine,
         "notes": ["one seed: a measurement, not a conclusion", *args.note],
         "runs": {name: summarize_run(name, Path(path), Path(times[name]) if name in times else None, args.config)

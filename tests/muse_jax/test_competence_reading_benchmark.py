@@ -52,5 +52,7 @@ def test_side_by_side_json_from_run_folders(tmp_path):
     assert left["adapt_quantile_accuracy_against"] == {"steps_left": 1.0, "from_start": pytest.approx(other)}
     assert start["adapt_quantile_accuracy_against"] == {"steps_left": pytest.approx(other), "from_start": 1.0}
     assert out["references"]["main"]["adapt"] == left["adapt"]
+    assert left["adapt_solved_step_share"] == 0.5 and left["adapt_predicted_failure_share"] == 0.5
+    assert left["adapt_predicted_failure_share_solved"] == 0.0
     with pytest.raises(SystemExit, match="READING"):
         cr.main(["--run", "x=y", "--machine", "m", "--out", str(tmp_path / "o.json")])
