@@ -40,6 +40,10 @@ from muse_jax.agent_kinds import AGENT_KINDS
 
 SIGNAL_NAMES = {"muse": "competence sum", "dreamer": "critic value"}
 
+READINGS = ("steps_left", "from_start")
+"""The time-to-success readings of the true quantiles: `competence.READINGS` (config
+`model.competence_reading`), repeated here so this module stays free of JAX."""
+
 REGULATION_EFFECT_KEYS = ("regulation_state_change", "regulation_action_change",
                           "regulation_ascent_state_change", "regulation_ascent_action_change",
                           "regulation_grad_norm", "regulation_actor_jacobian_norm", "regulation_actor_mean_abs")
@@ -91,27 +95,32 @@ def regulation_effect(episodes: Sequence[dict[str, Any]]) -> dict[str, float | N
     return out
 
 
-def true_quantiles(time_to_success: int, steps: int, max_steps: int, n_quantiles: int) -> np.ndarray:
-    """True success-quantile class per step [T] (0..N) of one episode: from the steps left until its
-    first success (0 at and after it), all 0 for a failed episode (MUSE §3.1.1 labels, summed)."""
+def true_quantiles(time_to_success: int, steps: int, max_steps: int, n_quantiles: int,
+                   reading: str = "steps_left") -> np.ndarray:
+    """True success-quantile class per step [T] (0..N) of one episode with its first success at step
+    `time_to_success`, all 0 for a failed episode (MUSE §3.1.1 labels, summed). `reading` (config
+    `model.competence_reading`, `competence.steps_to_success`): `steps_left` counts the steps left until
+    that success (0 at and after it); `from_start` takes the success step itself at every step."""
+    if reading not in READINGS:
+        raise ValueError(f"true_quantiles: reading={reading!r} is not one of {READINGS}.")
     t = np.arange(steps)
     if time_to_success < 0:
         return np.zeros(steps, np.int64)
-    left = np.maximum(time_to_success - t, 0)
+    left = np.full(steps, time_to_success) if reading == "from_start" else np.maximum(time_to_success - t, 0)
     i = np.arange(1, n_quantiles + 1)
     thresholds = (n_quantiles + 1 - i) * max_steps / n_quantiles
     return (left[:, None] <= thresholds[None]).sum(-1)
 
 
 def quantile_predictions(episodes: Sequence[dict[str, Any]], max_steps: int, n_quantiles: int,
-                         ) -> tuple[np.ndarray, np.ndarray]:
+                         reading: str = "steps_left") -> tuple[np.ndarray, np.ndarray]:
     """(predicted, true) quantile classes over all steps of the episodes that recorded `quantile`."""
     pred, true = [], []
     for ep in episodes:
         if "quantile" in ep:
             q = np.asarray(ep["quantile"], np.int64)
             pred.append(q)
-            true.append(true_quantiles(int(ep["time_to_success"]), len(q), max_steps, n_quantiles))
+            true.append(true_quantiles(int(ep["time_to_success"]), len(q), max_steps, n_quantiles, reading))
     if not pred:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(pred), np.concatenate(true)
@@ -147,11 +156,11 @@ def main_prediction(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles:
 
 
 def _group_figures(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
-                   threshold: float | None = None) -> dict[str, Any]:
+                   threshold: float | None = None, reading: str = "steps_left") -> dict[str, Any]:
     scores, labels = step_predictions(episodes)
     succ = [bool(ep["success"]) for ep in episodes]
     tts = [int(ep["time_to_success"]) for ep in episodes]
-    q_pred, q_true = quantile_predictions(episodes, max_steps, n_quantiles)
+    q_pred, q_true = quantile_predictions(episodes, max_steps, n_quantiles, reading)
     m_scores, m_labels, m_threshold, _ = main_prediction(agent, episodes, n_quantiles, threshold)
     return {
         "episodes": len(episodes),
@@ -167,17 +176,18 @@ def _group_figures(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: 
 
 
 def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
-              ) -> dict[str, Any]:
+              reading: str = "steps_left") -> dict[str, Any]:
     """results.json content: pooled self-awareness scores, per-task and mean success figures.
 
-    `max_steps` is L in agent steps (the time a failed episode enters time to completion with).
+    `max_steps` is L in agent steps (the time a failed episode enters time to completion with);
+    `reading` (`model.competence_reading`) is the time to success the true quantiles are taken from.
     """
     if agent not in AGENT_KINDS:
         raise ValueError(f"agent '{agent}' is unknown; use one of {AGENT_KINDS}.")
     tasks = list(dict.fromkeys(ep["task"] for ep in episodes))
     per_task = [{"task": t, **_group_figures(agent, [e for e in episodes if e["task"] == t], n_quantiles,
-                                             max_steps)} for t in tasks]
-    pooled = _group_figures(agent, episodes, n_quantiles, max_steps)
+                                             max_steps, reading=reading)} for t in tasks]
+    pooled = _group_figures(agent, episodes, n_quantiles, max_steps, reading=reading)
     rates = [t["success_rate"] for t in per_task if t["success_rate"] is not None]
     scores, _ = step_predictions(episodes)
     m_scores, _, threshold, rule = main_prediction(agent, episodes, n_quantiles) if scores.size else (
@@ -191,8 +201,9 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, 
         "sa_auroc": pooled["sa_auroc"],
         "sa_auroc_raw_value": pooled["sa_auroc_raw_value"],
         "sa_quantile_accuracy": pooled["sa_quantile_accuracy"],
+        "competence_reading": reading,
         "sa_outcome_classes": len({bool(ep["success"]) for ep in episodes}),
-        "sa_by_episode_index": by_episode_index(agent, episodes, n_quantiles, max_steps),
+        "sa_by_episode_index": by_episode_index(agent, episodes, n_quantiles, max_steps, reading),
         "sa_threshold": _num(threshold) if threshold is not None else None,
         # share of steps the main rule counts as predicted successes (0 or 1: a constant prediction)
         "sa_predicted_success_share": _num(float((m_scores > threshold).mean())) if threshold is not None else None,
@@ -211,17 +222,18 @@ def summarize(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, 
 
 
 def self_awareness(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
-                   prefix: str = "sa/") -> dict[str, float | None]:
+                   prefix: str = "sa/", reading: str = "steps_left") -> dict[str, float | None]:
     """The self-awareness figures of a set of episode records as flat metrics (metrics.jsonl, TensorBoard):
     `auroc`, `accuracy` (MUSE psi_1 > 1/2, Dreamer value > median), `quantile_accuracy` (MUSE), Dreamer's
     `auroc_raw_value`, `episodes`, `successes`, `outcome_classes`, and `auroc/<task>`, `accuracy/<task>`
-    per task. With one outcome class AUROC is undefined: null, and `outcome_classes` says 1."""
+    per task. With one outcome class AUROC is undefined: null, and `outcome_classes` says 1. `reading`:
+    `model.competence_reading`, the time to success the true quantiles are taken from."""
     if not episodes:
         return {}
     out: dict[str, float | None] = {}
 
     def put(group: Sequence[dict[str, Any]], suffix: str) -> None:
-        g = _group_figures(agent, group, n_quantiles, max_steps)
+        g = _group_figures(agent, group, n_quantiles, max_steps, reading=reading)
         out[f"{prefix}auroc{suffix}"] = g["sa_auroc"]
         out[f"{prefix}accuracy{suffix}"] = g["sa_accuracy"]
         if agent == "muse":
@@ -239,7 +251,7 @@ def self_awareness(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: 
 
 
 def by_episode_index(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int, max_steps: int,
-                     ) -> list[dict[str, Any]]:
+                     reading: str = "steps_left") -> list[dict[str, Any]]:
     """Self-awareness early vs late in adaptation: the records split at the middle episode index (each
     task's episodes 0..n/2-1, then n/2..n-1), AUROC / accuracy / success rate of each half."""
     idx = [int(ep.get("episode", 0)) for ep in episodes]
@@ -252,7 +264,7 @@ def by_episode_index(agent: str, episodes: Sequence[dict[str, Any]], n_quantiles
     for name, group, lo, hi in halves:
         if not group:
             continue
-        g = _group_figures(agent, group, n_quantiles, max_steps)
+        g = _group_figures(agent, group, n_quantiles, max_steps, reading=reading)
         out.append({"half": name, "episode_index": [lo, hi], "episodes": len(group),
                     "success_rate": _num(float(np.mean([bool(e["success"]) for e in group]))),
                     "sa_auroc": g["sa_auroc"], "sa_accuracy": g["sa_accuracy"]})
@@ -383,14 +395,14 @@ def plot_time_to_success(results: Sequence[dict[str, Any]], path: str | Path, ma
 
 
 def plot_quantiles(episodes: Sequence[dict[str, Any]], path: str | Path, max_steps: int, n_quantiles: int,
-                   title: str) -> Path:
+                   title: str, reading: str = "steps_left") -> Path:
     """Confusion matrix of predicted vs true success-quantile class over all steps (the §3.2.2 finer metric)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pred, true = quantile_predictions(episodes, max_steps, n_quantiles)
+    pred, true = quantile_predictions(episodes, max_steps, n_quantiles, reading)
     n = n_quantiles + 1
     cm = np.zeros((n, n), np.int64)
     np.add.at(cm, (true, pred), 1)
@@ -411,17 +423,18 @@ def plot_quantiles(episodes: Sequence[dict[str, Any]], path: str | Path, max_ste
 
 
 def write_outputs(out: str | Path, agent: str, episodes: Sequence[dict[str, Any]], n_quantiles: int,
-                  max_steps: int) -> dict[str, Any]:
+                  max_steps: int, reading: str = "steps_left") -> dict[str, Any]:
     """results.json, roc.png (Figure 5), time_to_success.png (Figure 6), table.md (Table 1) and, for
-    MUSE, quantiles.png (predicted vs true success quantile). `max_steps` is L in agent steps."""
+    MUSE, quantiles.png (predicted vs true success quantile). `max_steps` is L in agent steps; `reading`
+    is `model.competence_reading` (the true quantiles' time to success)."""
     out = Path(out)
-    res = summarize(agent, episodes, n_quantiles, max_steps)
+    res = summarize(agent, episodes, n_quantiles, max_steps, reading)
     atomic_write_json(out / "results.json", res)
     scores, labels = step_predictions(episodes)
     M.plot_roc({_name(res): (scores, labels)}, out / "roc.png", title="Self-awareness on novel tasks")
     plot_time_to_success([res], out / "time_to_success.png", max_steps)
     if res["sa_quantile_accuracy"] is not None:
-        plot_quantiles(episodes, out / "quantiles.png", max_steps, n_quantiles, _name(res))
+        plot_quantiles(episodes, out / "quantiles.png", max_steps, n_quantiles, _name(res), reading)
     atomic_write_text(out / "table.md", table_markdown([res]))
     return res
 

@@ -13,7 +13,8 @@ Design choices (documented because DreamerV3 implementations differ):
   `unpack_episodes` are the only readers and writers of it, for checkpoints of unfinished (pretrain)
   or new (adapt) episodes too.
 - `time_to_success` is the stored name of the per-step competence labels (steps until the episode's
-  first success, 0 at and after it, -1 throughout a failed episode; `competence.steps_to_success`),
+  first success, 0 at and after it, -1 throughout a failed episode; `competence.steps_to_success`; under
+  `model.competence_reading: from_start` the first success's step index at every step instead),
   the key the world model's competence loss reads from a batch.
 - Replay context (dreamerv3 `replay_context: 1`): episodes may carry the posterior latent the agent
   had at each step (`deter` float16 [T, D], `stoch` uint8 class indices [T, S]; the collector stores
@@ -125,16 +126,17 @@ class Replay:
         return sum(v.nbytes for ep in self._episodes for v in ep.values())
 
     def add_episode(self, episode: Mapping[str, np.ndarray], success_T: np.ndarray | None = None,
-                    write_back: bool = True) -> None:
+                    write_back: bool = True, reading: str = "steps_left") -> None:
         """Store one finished episode (arrays with a leading time axis).
 
-        With `success_T` (per-step success flags) the `time_to_success` labels are computed here;
-        otherwise the episode must already carry them. `write_back=False`: its stored latents are never
+        With `success_T` (per-step success flags) the `time_to_success` labels are computed here, under
+        `reading` (`competence.steps_to_success`, config `model.competence_reading`); otherwise the
+        episode must already carry them. `write_back=False`: its stored latents are never
         overwritten by `write_back` (arrays shared with other replays).
         """
         ep = {k: np.asarray(v) for k, v in episode.items()}
         if success_T is not None:
-            ep["time_to_success"] = steps_to_success(success_T)
+            ep["time_to_success"] = steps_to_success(success_T, reading)
         missing = [k for k in (*STEP_KEYS, "time_to_success") if k not in ep]
         if missing:
             raise ValueError(f"episode lacks keys {missing}; every step needs {STEP_KEYS} + time_to_success.")

@@ -86,6 +86,13 @@ class ModelConfig:
     competence_quantiles: int = setting(5, at_most(100, "one per percent at most"),
                                            Allowed(lambda v, _: v >= 1, "N >= 1"))
     """N, the number of time-to-success quantiles the self-awareness head predicts."""
+    competence_reading: Literal["steps_left", "from_start"] = "steps_left"
+    """Which time to success the quantile labels take (MUSE §3.1.1 leaves it open; `muse_jax/competence.py`):
+    `steps_left` (the default, and what runs saved without the key did), the steps left from the current
+    step to the episode's first success, so the label tightens as success nears; `from_start`, the first
+    success's step index from the episode start, the same label at every step of the episode. psi_1 is
+    the same under both; the labels are stored with the replay's episodes, so a resume must keep it.
+    Measured on the quickstart: docs/competence_reading_quickstart.json."""
     image_channels: int = 3
     """RGB channels; the task-id channel is appended on top of these."""
     task_channel: bool = True

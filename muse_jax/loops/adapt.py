@@ -235,7 +235,7 @@ def _adapt(checkpoint: str | Path, agent: str, logdir: str | Path, *, tasks: Seq
         logger.close()
     all_records = [x for x in read_episodes(records_path) if x["task"] in tasks]
     return evaluate.write_outputs(out, agent, all_records, cfg.model.competence_quantiles,
-                                  agent_steps_per_episode(cfg.env))
+                                  agent_steps_per_episode(cfg.env), reading=cfg.model.competence_reading)
 
 
 def task_list_problem(novel: Sequence[str], trained: Sequence[str]) -> str | None:
@@ -363,7 +363,7 @@ class _GroupAdaptation:
                 "env_step_start": s_env, "env_step_end": env_steps,
                 "train_step_start": s_train, "train_step_end": train_steps})
             self.starts[t] = (env_steps, train_steps)
-            data = ep.replay_data()
+            data = ep.replay_data(self.cfg.model.competence_reading)
             self.own[k].add_episode(data)
             self.new_eps[k].append(data)
             self.records[t] = self.records[t] + [rec]
@@ -391,4 +391,5 @@ class _GroupAdaptation:
                            "episode_index": max(x["episode"] for x in self.new),
                            "success_rate": float(np.mean([x["success"] for x in self.new])), **self.last,
                            **evaluate.self_awareness(self.agent, so_far, self.cfg.model.competence_quantiles,
-                                                     agent_steps_per_episode(self.cfg.env))})
+                                                     agent_steps_per_episode(self.cfg.env),
+                                                     reading=self.cfg.model.competence_reading)})

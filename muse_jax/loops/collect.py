@@ -62,9 +62,10 @@ class Episode:
     def score(self) -> float:
         return float(self.data["reward"].sum())
 
-    def replay_data(self) -> dict[str, np.ndarray]:
-        """The episode as the replay stores it: its arrays plus the per-step `time_to_success` labels."""
-        return {**self.data, "time_to_success": steps_to_success(self.success_T)}
+    def replay_data(self, reading: str = "steps_left") -> dict[str, np.ndarray]:
+        """The episode as the replay stores it: its arrays plus the per-step `time_to_success` labels
+        (under `reading`, the config's `model.competence_reading`)."""
+        return {**self.data, "time_to_success": steps_to_success(self.success_T, reading)}
 
 
 class Collector:

@@ -64,10 +64,10 @@ def replay_megabytes(cfg: Config) -> float:
     return cfg.replay.capacity * step_bytes(spec.image_shape, spec.proprio_dim, spec.act_dim, *latents) / 2**20
 
 
-def partial_state(episodes: list[Episode | None]) -> dict[str, np.ndarray] | None:
-    """Unfinished episodes in the replay's flat layout (`pack_episodes`), with their labels so far,
-    for the checkpoint; None when there are none."""
-    eps = [ep.replay_data() for ep in episodes if ep is not None and ep.length]
+def partial_state(episodes: list[Episode | None], reading: str = "steps_left") -> dict[str, np.ndarray] | None:
+    """Unfinished episodes in the replay's flat layout (`pack_episodes`), with their labels so far (under
+    `reading`, `model.competence_reading`), for the checkpoint; None when there are none."""
+    eps = [ep.replay_data(reading) for ep in episodes if ep is not None and ep.length]
     return pack_episodes(eps) if eps else None
 
 
@@ -251,7 +251,7 @@ class _Pretraining:
 
     def store_episodes(self, tick: Tick) -> None:
         for ep in tick.episodes:
-            self.replay.add_episode(ep.data, ep.success_T)
+            self.replay.add_episode(ep.data, ep.success_T, reading=self.cfg.model.competence_reading)
             self.window.append(ep)
             if self.cfg.env.suite in SUITES_WITH_SUCCESS:
                 self.recent.append(episode_record(self.cfg.agent, ep.task, self.counters["episodes"], ep))
@@ -310,7 +310,7 @@ class _Pretraining:
         no resume, it refills from the next episodes)."""
         cfg = self.cfg
         return evaluate.self_awareness(cfg.agent, list(self.recent), cfg.model.competence_quantiles,
-                                       agent_steps_per_episode(cfg.env))
+                                       agent_steps_per_episode(cfg.env), reading=cfg.model.competence_reading)
 
     def save(self, env_steps: int) -> None:
         driver = self.driver
@@ -323,7 +323,8 @@ class _Pretraining:
         self.ckpt.save(env_steps, driver.state, replay=replay.state_dict() if replay.num_episodes else None,
                        meta={"config": cfg.to_dict(), "spec": spec_to_meta(self.spec), "seed": self.seed,
                              "counters": dict(self.counters), "agent": cfg.agent},
-                       partial=partial_state(self.collector.partial_episodes()))
+                       partial=partial_state(self.collector.partial_episodes(),
+                                             self.cfg.model.competence_reading))
 
     def result(self, env_steps: int) -> dict[str, Any]:
         """The final counters and the last train metrics (`pretrain`'s return value)."""
