@@ -39,9 +39,22 @@ RECORD_FIELDS = ("task", "episode", "success", "time_to_success", "length", "sig
 
 
 def _auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    from muse_common.metrics import auroc
+    """ROC AUC as the Mann-Whitney statistic over mid-ranks (ties count one half): the value of
+    `muse_common.metrics.auroc` (scikit-learn), without its per-call checks, for thousands of draws."""
+    from scipy.stats import rankdata
 
-    return auroc(scores, labels)
+    y = np.asarray(labels, bool)
+    n_pos = int(y.sum())
+    n_neg = y.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return math.nan
+    ranks = rankdata(np.asarray(scores, float))
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def _with_arrays(episodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The episodes with their per-step lists as arrays, converted once before thousands of draws."""
+    return [{**e, **{k: np.asarray(e[k], float) for k in ("signal", "psi1") if k in e}} for e in episodes]
 
 
 def step_arrays(episodes: Sequence[dict[str, Any]], key: str = "signal") -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +68,7 @@ def step_arrays(episodes: Sequence[dict[str, Any]], key: str = "signal") -> tupl
 
 def figures(agent: str, episodes: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Success rate, AUROC and accuracy (MUSE psi_1 > 1/2; Dreamer value > median) of pooled episodes."""
-    from muse_common.metrics import accuracy, median_threshold
+    from muse_common.metrics import median_threshold
 
     out = {"success_rate": float(np.mean([bool(e["success"]) for e in episodes])) if episodes else math.nan}
     s, y = step_arrays(episodes)
@@ -64,9 +77,9 @@ def figures(agent: str, episodes: Sequence[dict[str, Any]]) -> dict[str, float]:
     out["constant_fail_accuracy"] = float(1.0 - y.mean()) if y.size else math.nan
     if agent == "muse" and episodes and all("psi1" in e for e in episodes):
         p, y1 = step_arrays(episodes, "psi1")
-        out["accuracy"] = accuracy(p, y1, 0.5)
+        out["accuracy"] = float(np.mean((p > 0.5) == y1)) if p.size else math.nan  # = muse_common accuracy
     else:
-        out["accuracy"] = accuracy(s, y, median_threshold(s)) if s.size else math.nan
+        out["accuracy"] = float(np.mean((s > median_threshold(s)) == y)) if s.size else math.nan
     return out
 
 
@@ -75,7 +88,7 @@ def bootstrap(agent: str, by_seed: Sequence[Sequence[dict[str, Any]]], draws: in
     """95% percentile intervals of `figures` by resampling seeds, then episodes within each seed."""
     rng = np.random.default_rng(seed)
     samples: dict[str, list[float]] = {}
-    seeds = [list(s) for s in by_seed if s]
+    seeds = [_with_arrays(s) for s in by_seed if s]
     if not seeds:
         return {}
     for _ in range(draws):
@@ -99,7 +112,8 @@ def paired(muse: Sequence[dict[str, Any]], dreamer: Sequence[dict[str, Any]], se
 
     key = lambda e: (e.get("seed"), e["task"], e["episode"])
     d = {key(e): e for e in dreamer}
-    pairs = [(m, d[key(m)]) for m in muse if key(m) in d]
+    pairs = [(m, d[key(m)]) for m in _with_arrays(muse) if key(m) in d]
+    pairs = [(m, x) for (m, _), x in zip(pairs, _with_arrays([x for _, x in pairs]), strict=True)]
     if not pairs:
         return {"pairs": 0}
     a = np.array([bool(m["success"]) for m, _ in pairs])

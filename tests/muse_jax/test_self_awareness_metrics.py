@@ -115,3 +115,21 @@ def test_table1_accuracy_control_and_plain_reading():
     stats["muse"].update(auroc_ci=(0.4, 0.6), accuracy=0.7, ind_auroc=[0.85, 0.6])
     text = _table1_reading(stats, {"mcnemar_p": 0.5, "auroc_difference_ci95": (-0.1, 0.2)})
     assert "includes zero" in text and "by chance" in text and "at or below" in text and "misses" in text
+
+
+def test_table1_fast_auroc_and_accuracy_equal_the_library_ones():
+    """The bootstrap's rank AUROC and numpy accuracy give scikit-learn's values (ties included)."""
+    from muse_common import metrics
+
+    rng = np.random.default_rng(1)
+    scores = rng.integers(0, 5, 400).astype(float)  # many ties
+    labels = rng.random(400) < 0.3
+    assert T._auroc(scores, labels) == pytest.approx(metrics.auroc(scores, labels), abs=1e-12)
+    assert math.isnan(T._auroc(scores, np.zeros(400, bool)))
+    eps = [_ep("a", i, bool(labels[i]), float(scores[i]) / 5) for i in range(40)]
+    f = T.figures("muse", eps)
+    p, y = T.step_arrays(eps, "psi1")
+    assert f["accuracy"] == pytest.approx(metrics.accuracy(p, y, 0.5))
+    d = T.figures("dreamer", eps)
+    s, y = T.step_arrays(eps)
+    assert d["accuracy"] == pytest.approx(metrics.accuracy(s, y, metrics.median_threshold(s)))
