@@ -126,6 +126,57 @@ def test_official_runner_names_a_malformed_budget_file(tmp_path: Path, content: 
         official.load_budget(path)
 
 
+def test_official_runner_refusals_are_one_line_and_write_nothing_outside(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """run.py: an empty --runs-dir/--out-dir (Path('') is the current folder), a budget file that is not UTF-8,
+    a link inside a seed's run folder, a damaged done.json: `run.py: error: ...` (exit 2), no traceback."""
+    from benchmarks.official import run as official
+
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    common = ["--convert-only", "--seeds", "0"]
+    budget = tmp_path / "budget.json"
+    budget.write_bytes(b"\xff\xfe\x00garbage")
+    seed_dir = runs / "dmc_cartpole-swingup" / "seed0"
+    cases = [
+        (["--runs-dir", "", "--out-dir", str(out)], "--runs-dir the output folder is empty"),
+        (["--runs-dir", str(runs), "--out-dir", ""], "--out-dir the output folder is empty"),
+        (["--budget-json", str(budget), "--runs-dir", str(runs), "--out-dir", str(out)], f"--budget-json {budget}"),
+        (["--task", "../../../x", "--runs-dir", str(runs), "--out-dir", str(out)], "cannot be part of a path"),
+    ]
+    for argv, words in cases:
+        assert official.cli([*common, *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("run.py: error: ") and words in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["budget.json"]  # nothing created, here or in the cwd
+    seed_dir.mkdir(parents=True)
+    victim = _victim(tmp_path)
+    (seed_dir / "run.log").symlink_to(victim)
+    assert official.cli([*common, "--runs-dir", str(runs), "--out-dir", str(out)]) == 2
+    assert "symbolic link inside the run folder" in capsys.readouterr().err
+    (seed_dir / "run.log").unlink()
+    for damaged in (b"\xff", b"[1]", b'{"env_steps_total": "abc"}'):
+        (seed_dir / "done.json").write_bytes(damaged)
+        assert official.cli([*common, "--runs-dir", str(runs), "--out-dir", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "done.json is damaged" in err and "delete it and rerun" in err, err
+    assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--out", ""], "--out is empty"), (["--runs", ""], "--runs is empty"),
+    (["--train-ratio", "nan"], "--train-ratio nan"), (["--train-ratio", "1e9"], "--train-ratio 1000000000.0"),
+    (["--seeds", "-1"], "--seeds -1"), (["--seeds", "0", "0"], "--seeds 0 0"),
+])
+def test_learning_curve_flags_are_checked_before_any_path(flags: list[str], words: str,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    """`--out ''` used to fall back to the repo's own docs/learning_curves file and replot it."""
+    from benchmarks import learning_curve as lc
+
+    with pytest.raises(SystemExit) as exit_:
+        lc.parse_args(["--plot-only", *flags])
+    assert exit_.value.code == 2 and words in capsys.readouterr().err
+
+
 def test_empty_output_folder_is_refused() -> None:
     assert "empty" in (files.output_dir_problem("") or "")
 
@@ -576,6 +627,35 @@ def test_a_full_disk_under_tensorboard_names_the_folder_and_leaves_no_writer(tmp
         logger.write({"step": 1, "loss": 0.5})
     assert err.value.filename == str(tmp_path / "tb") and logger._tb is None
     logger.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_full_disk_in_tensorboards_writer_thread_stops_in_one_line_without_a_hang(
+        tmp_path: Path, capfd: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tensorboardX writes its events in a thread: on a full disk that thread died with a traceback, and its
+    queue (10 events) then filled up, so a later `add_scalar` waited forever. Now the next `write` raises the
+    thread's error named after the folder, and nothing is printed."""
+    import errno
+    import os
+    import time
+
+    import tensorboardX.record_writer as record_writer
+
+    from muse_jax.run_log import RunLogger
+
+    logger = RunLogger(tmp_path, total=1)
+
+    def full(self: object, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(record_writer.RecordWriter, "write", full)
+    with pytest.raises(OSError) as err:
+        for step in range(1000):  # the thread dies on its first event; a later write() raises its error
+            logger.write({"step": step, "loss": 0.5})
+            time.sleep(0.01)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(tmp_path / "tb"), err.value
+    logger.close()
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_learning_curve_cleans_its_file_when_a_command_starts(tmp_path: Path) -> None:
