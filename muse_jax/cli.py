@@ -235,9 +235,11 @@ def _pretrain_command(args: argparse.Namespace, started: list[bool]) -> int:
 def _adapt_command(args: argparse.Namespace, started: list[bool]) -> int:
     from muse_common.run_lock import run_folder_lock
     from muse_jax.config import parse_overrides
+    from muse_jax.config.schema import ADAPT_EPISODES_MAX
 
-    if args.episodes is not None and args.episodes < 1:
-        raise UsageError(f"--episodes {args.episodes}: adapt at least one episode per task.")
+    if args.episodes is not None and not 1 <= args.episodes <= ADAPT_EPISODES_MAX:
+        raise UsageError(f"--episodes {args.episodes}: adapt at least one episode per task and at most "
+                         f"{ADAPT_EPISODES_MAX} (the paper adapts 20).")
     overrides = parse_overrides(args.overrides)
     check_logdir(args.logdir)
     from muse_jax.loops.adapt import _adapt  # the public `adapt` plus the hidden --stop-after-rounds

@@ -439,9 +439,33 @@ def test_muse_llm_run_against_a_broken_server_records_nothing(stub: str, tmp_pat
                "--max-steps", "3", "--model", f"openai:{stub}:m", "--out", str(out), "--no-progress", timeout=180,
                env={"MUSE_LLM_HTTP_RETRIES": "1"})
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert stub in error_line(proc.stderr, "muse-llm")
+    line = error_line(proc.stderr, "muse-llm")
+    assert stub in line and "Nothing was recorded" in line and "the model may not" in line, line
     episodes = out / "episodes.jsonl"
     assert not episodes.exists() or episodes.read_text() == ""
+
+
+def test_a_transport_error_of_any_backend_is_one_line_that_says_how_to_resume(
+        capsys: pytest.CaptureFixture) -> None:
+    """http.client errors are no OSError: from a backend other than the OpenAI client they ended in a traceback."""
+    import http.client
+
+    from llm_side.backends.openai_compat import BackendUnavailable
+    from llm_side.run_spec import run_command
+
+    def cut() -> int:
+        raise http.client.IncompleteRead(b"x", 10)
+
+    assert run_command("run", cut) == 2
+    line = error_line(capsys.readouterr().err, "muse-llm")
+    assert "IncompleteRead" in line and "rerun the same command to resume" in line, line
+
+    def unavailable() -> int:
+        raise BackendUnavailable("server at http://x/v1 failed; fix --model openai:URL:MODEL.")
+
+    assert run_command("run", unavailable) == 2
+    line = error_line(capsys.readouterr().err, "muse-llm")
+    assert "URL may change on resume, the model may not" in line, line
 
 
 @pytest.mark.parametrize(("var", "value"), [("MUSE_LLM_HTTP_RETRIES", "1e9"), ("MUSE_LLM_HTTP_RETRIES", "1000000000"),
