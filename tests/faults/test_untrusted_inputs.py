@@ -616,6 +616,30 @@ def test_damaged_checkpoint_record_is_named(tmp_path: Path, content: bytes) -> N
     assert "delete" in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("swapped", ["checkpoints", "an entry inside"])
+def test_a_link_made_in_the_run_folder_mid_run_stops_the_next_checkpoint(tmp_path: Path, swapped: str) -> None:
+    """The lock refuses links when a run starts; a link made while it runs (the checkpoints folder swapped for a
+    link to elsewhere: orbax wrote the next steps there) is refused by the next save, which writes nothing."""
+    from flax import nnx
+
+    from muse_jax.checkpoint import Checkpointer
+
+    state = nnx.state(nnx.Linear(2, 2, rngs=nnx.Rngs(0)))
+    folder, elsewhere = tmp_path / "run" / "checkpoints", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with Checkpointer(folder, keep=3) as ckpt:
+        ckpt.save(1, state)
+        if swapped == "checkpoints":
+            folder.rename(tmp_path / "run" / "moved")
+            folder.symlink_to(elsewhere, target_is_directory=True)
+        else:
+            (folder / "2").symlink_to(elsewhere, target_is_directory=True)
+        with pytest.raises(files.UnsafePath, match="checkpoint step 2 not written: .*symbolic link") as err:
+            ckpt.save(2, state)
+    assert "\n" not in str(err.value)
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_checkpoints_a_file_is_one_line(tmp_path: Path) -> None:
     from muse_jax.checkpoint import Checkpointer
     from muse_jax.errors import CheckpointError
