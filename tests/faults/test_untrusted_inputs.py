@@ -93,6 +93,14 @@ def test_ordinary_names_pass(name: str) -> None:
     assert files.name_problem(name) is None
 
 
+@pytest.mark.parametrize("task", ["../../../etc", "/etc", "valid_unseen/../../x", "", "."])
+def test_alfworld_task_ids_cannot_leave_the_data_folder(task: str) -> None:
+    from llm_side.envs.alfworld_data import game_file
+
+    with pytest.raises(ValueError, match="no '..', not absolute"):
+        game_file(task, data="/nonexistent")
+
+
 def test_official_runner_refuses_a_task_that_leaves_runs_dir(tmp_path: Path) -> None:
     from benchmarks.official import run as official
 
