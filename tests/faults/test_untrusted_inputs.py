@@ -101,6 +101,19 @@ def test_alfworld_task_ids_cannot_leave_the_data_folder(task: str) -> None:
         game_file(task, data="/nonexistent")
 
 
+def test_a_dmc_task_check_prints_no_glfw_warning_before_its_line(tmp_path: Path) -> None:
+    """Without a display, importing dm_control to check a task name printed GLFW's two warning lines first."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM")}
+    proc = subprocess.run([sys.executable, "-c", "from muse_jax.envs.dmc import check_task; check_task('x-y')"],
+                          cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "is not a dm_control suite task" in proc.stderr
+    assert "GLFW" not in proc.stderr, proc.stderr
+
+
 def test_official_runner_refuses_a_task_that_leaves_runs_dir(tmp_path: Path) -> None:
     from benchmarks.official import run as official
 
