@@ -178,7 +178,7 @@ def quickstart_record(runs: Path, *, command: str, measured: str, machine: str, 
 def main() -> None:
     import subprocess
 
-    from muse_common.arg_parser import ArgumentParser
+    from muse_common.arg_parser import ArgumentParser, path_text_arg
     from muse_common.files import append_jsonl
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -190,14 +190,14 @@ def main() -> None:
     add.add_argument("--seed", type=int, required=True)
     add.add_argument("--planned", type=int, default=None, help="adaptation episodes the run was to collect")
     add.add_argument("--commit", default=None, help="the code that ran (default: this checkout's HEAD)")
-    add.add_argument("--out", required=True)
+    add.add_argument("--out", required=True, type=path_text_arg)
     qs = sub.add_parser("quickstart", help="write docs/quickstart/results.json from a quickstart's run folders")
     qs.add_argument("runs", help="the quickstart's folder (runs/quickstart)")
     qs.add_argument("--measured", required=True, help="the date of the run")
     qs.add_argument("--machine", required=True)
     qs.add_argument("--wall-s", type=int, default=None)
     qs.add_argument("--budget", required=True)
-    qs.add_argument("--out", required=True)
+    qs.add_argument("--out", required=True, type=path_text_arg)
     args = p.parse_args()
     if args.cmd == "quickstart":
         from muse_common.files import atomic_write_json

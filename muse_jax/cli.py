@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from muse_common.arg_parser import ArgumentParser
+from muse_common.arg_parser import ArgumentParser, path_text_arg
 from muse_jax.agent_kinds import AGENT_KINDS
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
     cmp_ = sub.add_parser("compare", help="two or more adapt outputs side by side (markdown)")
     cmp_.add_argument("runs", nargs="+", help="adapt --logdir folders")
-    cmp_.add_argument("--out", default=None, help="also write a combined ROC plot (PNG) here")
+    cmp_.add_argument("--out", default=None, type=path_text_arg, help="also write a combined ROC plot (PNG) here")
     return p
 
 

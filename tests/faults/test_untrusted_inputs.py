@@ -198,6 +198,29 @@ def test_learning_curve_flags_are_checked_before_any_path(flags: list[str], word
     assert exit_.value.code == 2 and words in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [
+    ["-m", "llm_side.cli", "compare", "--out", ""], ["-m", "llm_side.cli", "alfworld-pipeline", "--out", ""],
+    ["-m", "llm_side.cli", "sweep-tau", "--out", ""], ["-m", "muse_jax.cli", "compare", ".", "--out", ""],
+    ["benchmarks/table1.py", "add", "--out", ""], ["benchmarks/regulation_effect.py", "--out", ""],
+    ["benchmarks/random_policy_tasks.py", "--out", ""], ["benchmarks/wm_throughput.py", "--out", ""],
+    ["benchmarks/regulation_scaling.py", "--out", ""], ["benchmarks/collect_overhead.py", "--out", ""],
+    ["benchmarks/adapt_tasks.py", "--workdir", ""],
+])
+def test_an_empty_out_flag_is_refused_not_the_current_folder(tmp_path: Path, argv: list[str]) -> None:
+    """`type=Path` made `--out ''` the current folder: `muse-llm compare/alfworld-pipeline/sweep-tau` ran their
+    agents into wherever they were started. Every such flag is `arg_parser.path_arg` now."""
+    import os
+    import subprocess
+    import sys
+
+    script = [str(ROOT / argv[0]), *argv[1:]] if argv[0].endswith(".py") else argv
+    proc = subprocess.run([sys.executable, *script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "argument --" in proc.stderr and "is empty ('')" in proc.stderr, proc.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_empty_output_folder_is_refused() -> None:
     assert "empty" in (files.output_dir_problem("") or "")
 
