@@ -132,6 +132,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--train-ratio {args.train_ratio}: give a number above 0 and at most 4096")
     if any(not 0 <= seed <= 2**31 - 1 for seed in args.seeds) or len(set(args.seeds)) != len(args.seeds):
         p.error(f"--seeds {' '.join(map(str, args.seeds))}: give distinct integers from 0 to {2**31 - 1}")
+    from muse_common.files import name_problem
+
+    problem = name_problem(args.task, "--task")  # it names the default output file and run folders
+    if problem:
+        p.error(problem)
     for flag in ("out", "runs"):  # '' would fall back to the default, the repo's own docs/ and runs/ files
         if getattr(args, flag) is not None and not getattr(args, flag).strip():
             p.error(f"--{flag} is empty (''); give a path, or leave the flag out for the default")

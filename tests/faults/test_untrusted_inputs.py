@@ -187,6 +187,7 @@ def test_official_runner_refusals_are_one_line_and_write_nothing_outside(
     (["--out", ""], "--out is empty"), (["--runs", ""], "--runs is empty"),
     (["--train-ratio", "nan"], "--train-ratio nan"), (["--train-ratio", "1e9"], "--train-ratio 1000000000.0"),
     (["--seeds", "-1"], "--seeds -1"), (["--seeds", "0", "0"], "--seeds 0 0"),
+    (["--task", "../../x"], "--task '../../x' cannot be part of a path"),
 ])
 def test_learning_curve_flags_are_checked_before_any_path(flags: list[str], words: str,
                                                           capsys: pytest.CaptureFixture) -> None:
