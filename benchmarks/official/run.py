@@ -46,7 +46,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.learning_curve import append_new, in_series  # noqa: E402  (the same file, keys and series)
 from benchmarks.report import emit_record  # noqa: E402
-from muse_common.files import (  # noqa: E402  (read_jsonl warns on a bad line instead of dropping it)
+from muse_common.files import (  # noqa: E402
     UnsafePath,
     atomic_write_json,
     name_problem,
@@ -55,6 +55,7 @@ from muse_common.files import (  # noqa: E402  (read_jsonl warns on a bad line i
     read_jsonl,
     run_folder_link_problem,
 )
+from muse_common.records import OFFICIAL_EVENT, read_records  # noqa: E402  (each event checked, named if not)
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OFFICIAL_VERSION = "dreamer==3.3.1"
@@ -195,7 +196,8 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
 
     def convert(finished: bool, ev: list[dict[str, Any]] | None = None) -> int:
         """Append the complete windows of `ev` (default: the events file as it is now) that `out` lacks."""
-        lines = events_to_lines(list(read_jsonl(events)) if ev is None else ev, suite=args.suite, task=args.task,
+        ev = read_records(events, OFFICIAL_EVENT) if ev is None else ev
+        lines = events_to_lines(ev, suite=args.suite, task=args.task,
                                 seed=seed, budget=budget, log_every=budget["log_every"], finished=finished,
                                 machine=machine_string(), commit=commit, variant=args.variant)
         return append_new(out, lines)
@@ -208,7 +210,7 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
         if not isinstance(summary, dict) or type(summary.get("env_steps_total", 0)) is not int:
             raise SystemExit(f"{done} is damaged ({summary if isinstance(summary, Exception) else 'not a summary'}); "
                              "delete it and rerun the same command (the run resumes from its checkpoint).")
-        ev = list(read_jsonl(events))
+        ev = read_records(events, OFFICIAL_EVENT)
         if finished_budget(summary, ev, budget["log_every"]) >= int(budget["env_steps_total"]):
             convert(True, ev)
             return summary
@@ -235,7 +237,7 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
         print(f"official run {args.suite}/{args.task} seed {seed} failed (exit {proc.returncode}); "
               f"see {rundir / 'run.log'}; rerun the same command to resume.", file=sys.stderr)
         return {"seed": seed, "ok": False, "returncode": proc.returncode}
-    ev = list(read_jsonl(events))
+    ev = read_records(events, OFFICIAL_EVENT)
     convert(True, ev)
     summary = {"seed": seed, "ok": True, "episodes": len(ev), "wall_s_this_call": round(time.time() - t0, 1),
                "wall_s": ev[-1]["wall_s"] if ev else None, "train_steps": ev[-1]["train_steps"] if ev else None,
@@ -373,6 +375,7 @@ def cli(argv: list[str] | None = None) -> int:
 
     try:
         main(argv)
+        return 0
     except SystemExit as e:
         if not isinstance(e.code, str):
             raise

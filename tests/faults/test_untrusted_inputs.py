@@ -180,6 +180,13 @@ def test_official_runner_refusals_are_one_line_and_write_nothing_outside(
         assert official.cli([*common, "--runs-dir", str(runs), "--out-dir", str(out)]) == 2
         err = capsys.readouterr().err
         assert "done.json is damaged" in err and "delete it and rerun" in err, err
+    (seed_dir / "done.json").unlink()
+    event = '{"env_steps": 10, "score": 1.5, "train_steps": 0, "wall_s": 1.0, "success": null}\n'
+    for events, code in (('{"x": 1}\n', 2), ('{"env_steps": "abc", "score": 1}\n', 2), (event, 0)):
+        (seed_dir / "events.jsonl").write_text(events)
+        assert official.cli([*common, "--runs-dir", str(runs), "--out-dir", str(out)]) == code
+        err = capsys.readouterr().err
+        assert ("events.jsonl line 1 is not an official episode event" in err) == (code == 2), err
     assert victim.read_text() == "precious\n"
 
 
