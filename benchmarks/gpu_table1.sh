@@ -1,15 +1,18 @@
 #!/bin/bash
-# One seed of MUSE Table 1 at the `small` config on a lent GPU (device tool), MUSE and Dreamer-v3 side by
-# side: pre-train both (two processes share the GPU), adapt both to the novel tasks, compare. Nothing is
-# carried between calls: the run folders' records come back in $OUT/table1_seed$SEED.tar.gz, which
-# `python -m benchmarks.table1 add` turns into committed JSON lines. Run from the repo root with the
+# Seeds of MUSE Table 1 at the `small` config on a lent GPU (device tool), MUSE and Dreamer-v3 side by
+# side: pre-train both agents for every seed in SEEDS (2 x len(SEEDS) processes share the GPU), adapt
+# each to the novel tasks, compare. Nothing is carried between calls: each seed's run folders' records
+# come back in $OUT/table1_seed$SEED.tar.gz, which `python -m benchmarks.table1 add` turns into
+# committed JSON lines. Run from the repo root with the
 # wheels of mujoco, gymnasium, metaworld (textures shrunk), glfw, tensorboardX, farama-notifications in
 # .gpu/whl (carry it). Dry-run on CPU: SEED=0 SET="model.size=nano train.env_steps=600 ..." bash ...
-# Usage: SEED=0 bash benchmarks/gpu_table1.sh
+# Usage: SEEDS="0 1 2" bash benchmarks/gpu_table1.sh
 set -u
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
-SEED=${SEED:-0}; CONFIG=${CONFIG:-small}; PRE_S=${PRE_S:-390}; ADAPT_S=${ADAPT_S:-100}
-OUT=${OUT:-/tmp/out}; RUNS=${RUNS:-/tmp/runs}; mkdir -p "$OUT" "$RUNS"
+SEEDS=${SEEDS:-${SEED:-0}}; CONFIG=${CONFIG:-small}; PRE_S=${PRE_S:-330}; ADAPT_S=${ADAPT_S:-200}
+read -ra seeds <<< "$SEEDS"; MEM=$(python3 -c "print(round(0.9 / (2 * ${#seeds[@]}), 3))")
+OUT=${OUT:-/tmp/out}; RUNS=${RUNS:-/tmp/runs}; mkdir -p "$OUT"
+for seed in "${seeds[@]}"; do mkdir -p "$RUNS/seed$seed"; done
 export PYTHONUNBUFFERED=1 MUJOCO_GL=disable TF_CPP_MIN_LOG_LEVEL=2
 if [[ -d ${WHL:-.gpu/whl} ]]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -20,29 +23,32 @@ PY=${PY:-python3}
 { nvidia-smi --query-gpu=name,memory.total --format=csv 2>/dev/null; nproc
   $PY -c "import jax, flax, optax, mujoco, metaworld; print('jax', jax.__version__, 'flax', flax.__version__, jax.devices())"
 } > "$OUT/env.txt" 2>&1; cat "$OUT/env.txt"; el env
-sets=(--set "train.seed=$SEED"); for s in ${SET:-}; do sets+=(--set "$s"); done
-wm() { $PY -m muse_jax.cli "$@"; }
-for agent in muse dreamer; do
-  XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 timeout -k 10 "$PRE_S" \
-    $PY -m muse_jax.cli pretrain --config "$CONFIG" --agent $agent --logdir "$RUNS/$agent" "${sets[@]}" \
-    > "$RUNS/pretrain_$agent.log" 2>&1 &
-done
-wait; el pretrained
-for agent in muse dreamer; do
-  XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 timeout -k 10 "$ADAPT_S" \
-    $PY -m muse_jax.cli adapt --checkpoint "$RUNS/$agent" --agent $agent --logdir "$RUNS/$agent/adapt" \
-    > "$RUNS/adapt_$agent.log" 2>&1 &
-done
-wait; el adapted
-left=$(( ${DEADLINE_S:-575} - ($(date +%s) - T0) - 15 ))
-if (( left > 30 )); then  # the regulation effect on the MUSE checkpoint, paired, against both controls
+extra=(); for s in ${SET:-}; do extra+=(--set "$s"); done
+for seed in "${seeds[@]}"; do for agent in muse dreamer; do
+  XLA_PYTHON_CLIENT_MEM_FRACTION=$MEM timeout -k 10 "$PRE_S" \
+    $PY -m muse_jax.cli pretrain --config "$CONFIG" --agent $agent --logdir "$RUNS/seed$seed/$agent" \
+    --set "train.seed=$seed" "${extra[@]}" > "$RUNS/seed$seed/pretrain_$agent.log" 2>&1 &
+done; done
+wait; el "pretrained (pass its seconds to table1 add --pretrain-wall-s)"
+for seed in "${seeds[@]}"; do for agent in muse dreamer; do
+  XLA_PYTHON_CLIENT_MEM_FRACTION=$MEM timeout -k 10 "$ADAPT_S" \
+    $PY -m muse_jax.cli adapt --checkpoint "$RUNS/seed$seed/$agent" --agent $agent \
+    --logdir "$RUNS/seed$seed/$agent/adapt" > "$RUNS/seed$seed/adapt_$agent.log" 2>&1 &
+done; done
+wait; el "adapted (table1 add --adapt-wall-s)"
+left=$(( ${DEADLINE_S:-575} - ($(date +%s) - T0) - 20 ))
+if (( left > 40 )); then  # the regulation effect on the first seed's MUSE checkpoint, paired, against both controls
+  R=$RUNS/seed${seeds[0]}
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.6 timeout -k 5 $left $PY benchmarks/regulation_effect.py \
-    --checkpoint "$RUNS/muse" --episodes ${REG_EPISODES:-24} --arms plain mean forward/beta=0.0 forward/beta=0.02 \
-    rollouts mcts --out "$RUNS/regulation_effect.jsonl" > "$RUNS/regulation.log" 2>&1
+    --checkpoint "$R/muse" --episodes ${REG_EPISODES:-24} --arms plain mean forward/beta=0.0 forward/beta=0.02 \
+    rollouts mcts --out "$R/regulation_effect.jsonl" > "$R/regulation.log" 2>&1
   el regulation
 fi
-wm compare "$RUNS/muse/adapt" "$RUNS/dreamer/adapt" > "$RUNS/table1.md" 2>&1; cat "$RUNS/table1.md"
-for f in "$RUNS"/*.log; do echo "== $f"; tail -c 1200 "$f" | tr '\r' '\n' | tail -n 6; done > "$OUT/logs.txt"
-(cd "$RUNS" && tar czf "$OUT/table1_seed$SEED.tar.gz" --exclude=checkpoints --exclude=tb --exclude='*.png' \
-  table1.md ./*.log ./*.jsonl muse/metrics.jsonl dreamer/metrics.jsonl muse/adapt dreamer/adapt 2>/dev/null)
+for seed in "${seeds[@]}"; do
+  R=$RUNS/seed$seed
+  $PY -m muse_jax.cli compare "$R/muse/adapt" "$R/dreamer/adapt" > "$R/table1.md" 2>&1; cat "$R/table1.md"
+  for f in "$R"/*.log; do echo "== $f"; tail -c 1200 "$f" | tr '\r' '\n' | tail -n 6; done >> "$OUT/logs.txt"
+  (cd "$R" && tar czf "$OUT/table1_seed$seed.tar.gz" --exclude=checkpoints --exclude=tb --exclude='*.png' \
+    table1.md ./*.log ./*.jsonl muse/metrics.jsonl dreamer/metrics.jsonl muse/adapt dreamer/adapt 2>/dev/null)
+done
 ls -la "$OUT"; el end

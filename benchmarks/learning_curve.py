@@ -7,7 +7,10 @@ lines into the same file).
 
 Training is the project's real pre-training loop (`muse_jax.loops.pretrain`, as `muse-wm pretrain`) on one
 task, proprio inputs, one run folder per seed under `--runs` (rerunning the same command resumes each seed
-from its last checkpoint). Each metrics window of `--log-every` agent steps becomes one JSON line in `--out`
+from its last checkpoint); the seeds train one after another, or with `--together` all at once through one
+vmapped train step (`muse_jax.loops.seeds`, as `muse-wm pretrain --seeds`; not the default because each
+line's `wall_s` then counts the shared wall time, which is not comparable with one seed trained alone).
+Each metrics window of `--log-every` agent steps becomes one JSON line in `--out`
 (default docs/learning_curves/<suite>_<task>.jsonl), in the format both implementations share: impl, agent,
 suite, task, seed, env_steps (agent steps = policy decisions, summed over envs), frames (env_steps x action
 repeat), score (mean undiscounted return of the training episodes, stochastic policy, that ended in the
@@ -90,6 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--task", default="cartpole-swingup", help="task as the config spells it (cartpole-swingup, "
                    "InvertedPendulum-v5, handle-press-v3)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds, one run each, one after another")
+    p.add_argument("--together", action="store_true",
+                   help="train the seeds at once, one vmapped train step for all (muse-wm pretrain --seeds); "
+                        "each line's wall_s is then the shared wall time, not one seed's alone")
     p.add_argument("--env-steps", type=int, default=50_000, help="agent steps per run, summed over envs")
     p.add_argument("--agent", choices=["dreamer", "muse"], default="dreamer",
                    help="dreamer (any suite) or muse (Meta-World only: it needs a success signal)")
@@ -677,6 +683,23 @@ def train_seed(cfg: Any, run: Path, agent: str) -> float:
     return round(time.time() - t, 1)
 
 
+def train_seeds_together(cfgs: list[Any], runs: list[Path], agent: str) -> float:
+    """Train (or resume) every seed's run folder at once (`muse_jax.loops.seeds.pretrain_seeds`), holding
+    their locks; returns the wall seconds."""
+    from contextlib import ExitStack
+
+    from muse_common.run_lock import run_folder_lock
+    from muse_jax.loops.seeds import pretrain_seeds
+
+    t = time.time()
+    with ExitStack() as held:
+        for run in runs:
+            held.enter_context(run_folder_lock(run, flag="--runs"))
+        pretrain_seeds(cfgs, runs, echo=lambda s: print(s, file=sys.stderr),
+                       act_mode="muse" if agent == "muse" else "dreamer")
+    return round(time.time() - t, 1)
+
+
 def train_and_harvest(train: Callable[[], float], harvest: Callable[[], Any], every_s: float) -> float:
     """Return `train()`, while a helper thread calls `harvest()` every `every_s` seconds.
 
@@ -746,6 +769,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _harvest_seed(args: argparse.Namespace, out: Path, png: Path, sha: str, run: Path, cfg: Any, seed: int) -> int:
+    """Append one seed's checkpointed windows the file lacks and replot if there were any (`--together`);
+    returns how many lines were appended."""
+    n = append_new(out, run_lines(run, cfg, args, seed, machine(), sha))
+    if n:
+        plot(out, png, args.suite, args.task)
+    return n
+
+
 def _harvest_all(args: argparse.Namespace, cfgs: dict[int, Any], out: Path, runs: Path, png: Path,
                  stops: tuple[type[BaseException], ...]) -> int:
     """Train (or only harvest and plot) every seed into `out`, then print the summary record."""
@@ -754,8 +786,23 @@ def _harvest_all(args: argparse.Namespace, cfgs: dict[int, Any], out: Path, runs
     written = ensure_random_line(out, args.random_episodes, lambda n: random_line(
         cfgs[args.seeds[0]], args, n, args.seeds[0], machine(), sha))
     walls = {}
-    for seed in args.seeds:
-        run = runs / (f"{args.agent}-{args.variant}_seed{seed}" if args.variant else f"{args.agent}_seed{seed}")
+    folder = lambda seed: runs / (f"{args.agent}-{args.variant}_seed{seed}" if args.variant
+                                  else f"{args.agent}_seed{seed}")
+    if args.together and not args.plot_only and len(args.seeds) > 1:
+        def harvest_all() -> None:
+            nonlocal written  # by the helper thread while the seeds train
+            written += sum(_harvest_seed(args, out, png, sha, folder(s), cfgs[s], s) for s in args.seeds)
+
+        try:
+            wall = train_and_harvest(partial(train_seeds_together, [cfgs[s] for s in args.seeds],
+                                             [folder(s) for s in args.seeds], args.agent),
+                                     harvest_all, args.harvest_every_s)
+        except stops as e:
+            print(f"learning_curve: error: seeds {args.seeds}: {' '.join(str(e).split())}", file=sys.stderr)
+            return 2
+        walls = dict.fromkeys(args.seeds, wall)
+    for seed in [] if walls else args.seeds:
+        run = folder(seed)
         cfg = cfgs[seed]
 
         def harvest(run: Path = run, cfg: Any = cfg, seed: int = seed) -> None:
@@ -777,6 +824,8 @@ def _harvest_all(args: argparse.Namespace, cfgs: dict[int, Any], out: Path, runs
             print(f"learning_curve: error: seed {seed}: {' '.join(str(e).split())}", file=sys.stderr)
             return 2
         harvest(cfg=cfg)  # the seed's last windows (all of them with --plot-only)
+    if walls and args.together:
+        harvest_all()  # the seeds' last windows
     plotted = plot(out, png, args.suite, args.task)
     every = read_lines(out)  # the file as written: summary, random line and target from one read
     lines = [x for x in every if in_series(x, "muse_jax", args.agent, args.variant, network_of(cfgs[args.seeds[0]]))]

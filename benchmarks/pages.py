@@ -412,7 +412,7 @@ def regulation_effect(docs: Path) -> str:
 # ------------------------------------------------------------------------------------------------ speed
 
 
-@page("experiments/speed.md", ("wm_throughput_h100.jsonl", "official_speed_cpu.jsonl"))
+@page("experiments/speed.md", ("wm_throughput_h100.jsonl", "official_speed_cpu.jsonl", "official_speed_gpu.jsonl"))
 def speed(docs: Path) -> str:
     gpu = [x for x in read_lines(docs / "wm_throughput_h100.jsonl") if x.get("benchmark") == "wm_throughput"]
     cpu = [x for x in read_lines(docs / "official_speed_cpu.jsonl") if x.get("benchmark") == "official_speed"]
@@ -457,6 +457,30 @@ def speed(docs: Path) -> str:
                     f"{x['ours_train_step_cpu_s']:.2f} / {x['official_train_step_cpu_s']:.2f}",
                     f"{x['ours_compile_s']:.0f} s / {x['official_compile_s']:.0f} s",
                     f"{x['ours_jax']} / {x['official_jax']}"] for x in cpu])]
+    on_gpu = [x for x in read_lines(docs / "official_speed_gpu.jsonl") if x.get("benchmark") == "official_speed"] \
+        if (docs / "official_speed_gpu.jsonl").exists() else []
+    if on_gpu:
+        g = on_gpu[0]
+        out += ["", "## Against the official DreamerV3 on one GPU, same run (`benchmarks/gpu_session.sh`)", "",
+                about(command="bash benchmarks/gpu_prepare.sh   # here, with the package registry\n"
+                              "SESSION_SECONDS=270 bash benchmarks/gpu_session.sh   # on the GPU machine",
+                      machine=f"{g['device']}, {g['cpu_cores']} CPU cores, jax {g['ours_jax']} on both sides",
+                      budget=f"{g['rounds']} rounds x {g['steps_per_round']} steps, {g['order']}, {g['dtype']}",
+                      seeds="one (a timing)",
+                      shows=("In the same run, alternating, the official's step takes "
+                             + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']})"
+                                            for x in on_gpu)
+                             + " this project's wall time, and about twice its host CPU time per step: on the GPU "
+                               "both are bound by the chain of small kernels, and the 2x target is not met. "
+                               "Time to the first update (construction, initialisation, compilation) is alike."),
+                      data="`docs/official_speed_gpu.jsonl`"),
+                table(["size", "this project (median)", "official (median)", "ratio", "host CPU s per step "
+                       "(this / official)", "ready to train (this / official)"],
+                      [[x["size"], f"{x['ours_train_step_median_s'] * 1000:.1f} ms",
+                        f"{x['official_train_step_median_s'] * 1000:.1f} ms",
+                        f"**{x['speed_ratio_official_over_ours']:.2f}x**",
+                        f"{x['ours_train_step_cpu_s'] * 1000:.1f} / {x['official_train_step_cpu_s'] * 1000:.1f} ms",
+                        f"{x['ours_ready_s']:.0f} s / {x['official_ready_s']:.0f} s"] for x in on_gpu])]
     return "\n".join(out)
 
 
@@ -548,6 +572,62 @@ def _interval(ci: tuple[float, float] | None, pct: bool) -> str:
     return f"{f(ci[0])} to {f(ci[1])}"
 
 
+def table1_summary(lines: list[dict[str, Any]]) -> str:
+    """One paragraph of Table 1 over seeds for the README: successes and AUROC with intervals, the paired
+    test and the plain reading, from the committed lines."""
+    from benchmarks import table1 as T
+
+    parts, stats = [], {}
+    for agent, label in (("muse", "MUSE"), ("dreamer", "Dreamer-v3")):
+        runs = [x for x in lines if x["agent"] == agent]
+        eps = [e for x in runs for e in x["episodes"]]
+        if not eps:
+            return ""
+        f, ci = T.figures(agent, eps), T.bootstrap(agent, [x["episodes"] for x in runs])
+        ind = [x["pretrain"]["sa_last_window"].get("auroc") for x in runs]
+        stats[agent] = {"auroc": f["auroc"], "auroc_ci": ci.get("auroc"), "accuracy": f["accuracy"],
+                        "fail_rate": f["constant_fail_accuracy"], "ind_auroc": ind}
+        parts.append(f"{label} {sum(bool(e['success']) for e in eps)}/{len(eps)} novel-task successes, AUROC "
+                     f"{fmt(f['auroc'], 2)} ({_interval(ci.get('auroc'), False)})")
+    pair = T.paired([e for x in lines if x["agent"] == "muse" for e in x["episodes"]],
+                    [e for x in lines if x["agent"] == "dreamer" for e in x["episodes"]])
+    seeds = sorted({x["seed"] for x in lines})
+    steps = sorted({x["pretrain"]["env_steps"] for x in lines})
+    return (f"MUSE's Table 1 over {len(seeds)} seeds at the `{lines[0]['table1']}` config "
+            f"({'/'.join(kilo(s) for s in steps)} env steps of pre-training; "
+            f"[page](docs/experiments/table1.md)): " + "; ".join(parts) + ". "
+            + _table1_reading(stats, pair) + "\n")
+
+
+def _table1_reading(stats: dict[str, dict[str, Any]], pair: dict[str, Any]) -> str:
+    """The plain sentence under a Table 1 section, read off its figures: does either signal beat chance,
+    does MUSE beat Dreamer-v3 (AUROC difference, McNemar on successes), is accuracy above its control, and
+    does MUSE's in-distribution AUROC reach the issue's 0.8."""
+    def beats_chance(ci: tuple[float, float] | None) -> str:
+        if not ci or any(math.isnan(x) for x in ci):
+            return "undefined"
+        return "above chance" if ci[0] > 0.5 else "below chance" if ci[1] < 0.5 else "spans chance"
+
+    m, d = stats.get("muse", {}), stats.get("dreamer", {})
+    diff = pair.get("auroc_difference_ci95")
+    tie = not diff or any(math.isnan(x) for x in diff) or diff[0] <= 0.0 <= diff[1]
+    p_value = pair.get("mcnemar_p", math.nan)
+    successes = (f"successes differ (McNemar p = {p_value:.2f})" if p_value < 0.05 else
+                 f"successes differ by chance (McNemar p = {p_value:.2f})")
+    out = [f"MUSE's novel-task AUROC interval {beats_chance(m.get('auroc_ci'))}, Dreamer-v3's "
+           f"{beats_chance(d.get('auroc_ci'))}; the paired AUROC difference "
+           f"{'includes zero (no separation)' if tie else 'excludes zero'} and {successes}"]
+    if m:
+        above = m["accuracy"] > m["fail_rate"]
+        out.append(f"MUSE's accuracy ({100 * m['accuracy']:.0f}%) is {'above' if above else 'at or below'} what a "
+                   f"constant 'fail' prediction scores ({100 * m['fail_rate']:.0f}%)")
+        ind = [a for a in m.get("ind_auroc", []) if a is not None and not math.isnan(a)]
+        if ind:
+            out.append(f"its in-distribution AUROC ({', '.join(f'{a:.2f}' for a in ind)}) "
+                       + ("reaches" if min(ind) >= 0.8 else "misses") + " the 0.8 target")
+    return "; ".join(out) + "."
+
+
 @page("experiments/table1.md", sources=("table1/*.jsonl",))
 def table1_page(docs: Path) -> str:
     """MUSE's Table 1 over seeds, per config file: novel-task figures with two-level bootstrap intervals,
@@ -572,7 +652,7 @@ def table1_page(docs: Path) -> str:
         have = {a: sum(x["adapt_episodes"] for x in xs) for a, xs in by_agent.items()}
         wall = {a: [x["pretrain"].get("wall_s") for x in xs] for a, xs in by_agent.items()}
         complete = all(x["adapt_episodes"] == x.get("adapt_episodes_planned") for x in lines)
-        rows = []
+        rows, stats = [], {}
         for agent in ("muse", "dreamer"):
             runs = by_agent.get(agent, [])
             eps = [e for x in runs for e in x["episodes"]]
@@ -589,14 +669,23 @@ def table1_page(docs: Path) -> str:
             rows.append([{"muse": "MUSE", "dreamer": "Dreamer-v3"}[agent], f"{succ}/{len(eps)} ({rate})",
                          f"{fmt(f['auroc'], 2)} ({_interval(ci.get('auroc'), False)})",
                          f"{fmt(100 * f['accuracy'], 0)}% ({_interval(ci.get('accuracy'), True)})",
+                         f"{fmt(100 * f['constant_fail_accuracy'], 0)}%",
                          f"{', '.join(fmt(a, 2) for a in ind_auroc)} ({ind_succ} success(es) in {ind_eps} episodes)"])
+            stats[agent] = {"auroc": f["auroc"], "auroc_ci": ci.get("auroc"), "accuracy": f["accuracy"],
+                            "fail_rate": f["constant_fail_accuracy"], "ind_auroc": ind_auroc}
         pair = T.paired([e for x in by_agent["muse"] for e in x["episodes"]],
                         [e for x in by_agent["dreamer"] for e in x["episodes"]])
         name = {"muse": "MUSE", "dreamer": "Dreamer-v3"}
-        walls = ", ".join(f"{name[a]} {' / '.join(f'{w} s' for w in ws if w)}" for a, ws in wall.items())
+        walls = ", ".join(f"{name[a]} {' / '.join(f'{w} s' for w in ws if w)}" for a, ws in wall.items()
+                          if any(ws))
+        if len({w for ws in wall.values() for w in ws}) == 1 and any(ws for ws in wall.values()):
+            walls = f"{next(iter(wall.values()))[0]} s for every run (side by side)"
+        adapt_walls = sorted({x["adapt_wall_s"] for x in lines if x.get("adapt_wall_s")})
+        if adapt_walls:
+            walls += f"; adaptation {' / '.join(f'{w} s' for w in adapt_walls)}"
         budget = (f"config `{config}` ({'; '.join(sorted({str(x['pretrain']['env_steps']) for x in lines}))} env "
                   f"steps of pre-training, {'; '.join(sorted({str(x['pretrain']['train_steps']) for x in lines}))} "
-                  f"updates); pre-training wall time {walls}")
+                  f"updates)" + (f"; pre-training wall time {walls}" if walls else ""))
         shows = (f"{'All' if complete else 'Not all'} planned adaptation episodes exist ("
                  + ", ".join(f"{name[a]} {n} of {planned}" for a, n in have.items())
                  + (f": adaptation was stopped by its {lines[0].get('adapt_time_limit_s')} s limit" if not complete
@@ -604,19 +693,88 @@ def table1_page(docs: Path) -> str:
         n_succ = sum(bool(e["success"]) for x in lines for e in x["episodes"])
         shows += ("with so few successes on the novel tasks and in pre-training, the intervals span chance and "
                   "nothing here separates MUSE from Dreamer-v3; the budget is too small for the comparison."
-                  if n_succ < 10 or len(seeds) < 3 else
-                  "see the paired test below.")
+                  if n_succ < 10 or len(seeds) < 3 else _table1_reading(stats, pair))
         out += [f"## {config}: {len(seeds)} seed(s), {lines[0]['device']}", "",
                 about(command=lines[0].get("command", "bash benchmarks/gpu_table1.sh"), machine=lines[0]["device"],
                       budget=budget, seeds=", ".join(str(s) for s in seeds), shows=shows,
                       data=f"`docs/table1/{path.name}` (code at {', '.join(sorted({x['commit'] for x in lines}))})"),
                 table(["agent", "novel-task successes (95% CI)", "AUROC (95% CI)", "accuracy (95% CI)",
-                       "in-distribution AUROC, last pre-training window"], rows), ""]
+                       "accuracy of a constant 'fail'", "in-distribution AUROC, last pre-training window"],
+                      rows), ""]
         if pair.get("pairs"):
             out += [f"Paired MUSE vs Dreamer-v3 over {pair['pairs']} episodes both have: MUSE alone succeeded in "
                     f"{pair['muse_only']}, Dreamer-v3 alone in {pair['dreamer_only']} (exact McNemar p = "
                     f"{pair['mcnemar_p']:.2f}); AUROC difference (MUSE minus Dreamer-v3) "
                     f"{_interval(pair['auroc_difference_ci95'], False)}.", ""]
+    return "\n".join(out)
+
+
+@page("experiments/novel-fraction.md", sources=("novel_fraction/*.jsonl",))
+def novel_fraction_page(docs: Path) -> str:
+    """Adaptation's data mix (uniform vs half of each batch from the novel task) against MUSE's
+    self-awareness on the novel tasks, paired by (seed, task, episode)."""
+    from benchmarks import table1 as T
+
+    out = ["# Does the data mix decide what the competence head learns on a novel task?", "",
+           "By default (`adapt.novel_fraction: null`; the paper is silent) adaptation batches are uniform over "
+           "the retained pre-training buffer plus the new episodes, so a novel task is only its share of the "
+           "stored steps and the competence head sees few rows of it. `adapt.novel_fraction: 0.5` draws half "
+           "of every batch from the novel task's own episodes. Both arms adapt the same pre-trained MUSE "
+           "checkpoint with the same adaptation seeds (`python -m benchmarks.novel_fraction`); the late half "
+           "of the episodes (episode index 10-19 of each task) is where the head's learning shows.", ""]
+    for path in sorted((docs / "novel_fraction").glob("*.jsonl")):
+        lines = [x for x in read_lines(path) if x.get("episodes_records")]
+        arms = sorted({x["arm"] for x in lines}, key=lambda a: a != "uniform")
+        if len(arms) < 2:
+            continue
+        by_arm = {a: sorted((x for x in lines if x["arm"] == a), key=lambda x: x["seed"]) for a in arms}
+        seeds = sorted({x["seed"] for x in lines})
+        half = max(1, max(e["episode"] for x in lines for e in x["episodes_records"]) // 2 + 1)
+        late = lambda eps, h=half: [e for e in eps if e["episode"] >= h]  # noqa: E731
+        rows, pooled = [], {}
+        for a, xs in by_arm.items():
+            eps = [e for x in xs for e in x["episodes_records"]]
+            f_all, f_late = T.figures("muse", eps), T.figures("muse", late(eps))
+            ci_all = T.bootstrap("muse", [x["episodes_records"] for x in xs])
+            ci_late = T.bootstrap("muse", [late(x["episodes_records"]) for x in xs])
+            pooled[a] = (f_late["auroc"], ci_late.get("auroc"))
+            rows.append([f"`{a}`", f"{sum(bool(e['success']) for e in eps)}/{len(eps)}",
+                         f"{fmt(f_all['auroc'], 2)} ({_interval(ci_all.get('auroc'), False)})",
+                         f"**{fmt(f_late['auroc'], 2)}** ({_interval(ci_late.get('auroc'), False)})",
+                         ", ".join(fmt((x.get("halves") or {}).get("late", {}).get("sa_auroc"), 2) for x in xs),
+                         f"{fmt(100 * f_all['accuracy'], 0)}% (constant 'fail' "
+                         f"{fmt(100 * f_all['constant_fail_accuracy'], 0)}%)"])
+        base, other = arms[0], arms[1]
+        both = {a: [e for x in by_arm[a] for e in x["episodes_records"]] for a in (base, other)}
+        pair_all = T.paired(both[other], both[base])
+        pair_late = T.paired(late(both[other]), late(both[base]))
+        d_all, d_late = pair_all.get("auroc_difference_ci95"), pair_late.get("auroc_difference_ci95")
+        excl = lambda ci: bool(ci) and not any(math.isnan(v) for v in ci) and (ci[0] > 0 or ci[1] < 0)  # noqa: E731
+        shows = (f"With `{other}` the late-half AUROC is {fmt(pooled[other][0], 2)} against "
+                 f"{fmt(pooled[base][0], 2)} for `{base}`; the paired late-half difference "
+                 f"({_interval(d_late, False)}) {'excludes' if excl(d_late) else 'includes'} zero, over all "
+                 f"episodes ({_interval(d_all, False)}) it {'excludes' if excl(d_all) else 'includes'} zero. "
+                 f"Successes: `{other}` alone {pair_all.get('muse_only')}, `{base}` alone "
+                 f"{pair_all.get('dreamer_only')} (McNemar p = {pair_all.get('mcnemar_p', 1):.2f}). So the mix "
+                 + ("changes" if excl(d_late) else "does not measurably change")
+                 + " how well the head ranks the late episodes, and "
+                 + ("changes" if pair_all.get("mcnemar_p", 1) < 0.05 else "does not measurably change")
+                 + " what the agent achieves."
+                 + (" One checkpoint and few seeds: a direction, not a settled effect." if len(seeds) < 5 else ""))
+        x0 = lines[0]
+        out += [f"## {path.stem}: {len(seeds)} adaptation seed(s)", "",
+                about(command=f"python -m benchmarks.novel_fraction --checkpoint {x0['checkpoint']} --seeds "
+                              + " ".join(str(s) for s in seeds) + " --runs runs/novel_fraction "
+                              f"--out docs/novel_fraction/{path.name}",
+                      machine="2 CPU cores, shared with other jobs",
+                      budget=f"the quickstart's MUSE checkpoint ({x0['checkpoint']}), "
+                             f"{max(x['episodes'] for x in lines) // max(1, len(x0['tasks']))} adaptation "
+                             f"episodes per novel task ({', '.join(x0['tasks'])}), the config's adaptation "
+                             "train ratio",
+                      seeds=", ".join(str(s) for s in seeds) + " (adaptation seeds, `train.seed`)", shows=shows,
+                      data=f"`docs/novel_fraction/{path.name}`"),
+                table(["arm", "successes", "AUROC, all episodes (95% CI)", "AUROC, late half (95% CI)",
+                       "late-half AUROC per seed", "accuracy"], rows), ""]
     return "\n".join(out)
 
 
@@ -668,7 +826,15 @@ def readme_results(docs: Path) -> str:
         text += ("; on 2 CPU cores, in the same run, the official's step takes "
                  + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({k})" for k, x in cpu.items())
                  + " this project's")
+    gpu_pair = [x for x in read_lines(docs / "official_speed_gpu.jsonl") if x.get("benchmark") == "official_speed"] \
+        if (docs / "official_speed_gpu.jsonl").exists() else []
+    if gpu_pair:
+        text += (f"; on one {gpu_pair[0]['device']}, same run, "
+                 + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']})" for x in gpu_pair))
     text += ".\n"
+    t1 = docs / "table1" / "small.jsonl"
+    if t1.exists():
+        text += "\n" + table1_summary(read_lines(t1))
     q = docs / "quickstart" / "results.json"
     if q.exists():
         d = json.loads(q.read_text())

@@ -16,7 +16,7 @@ and a paired comparison. `add` turns the run folders of one seed (`benchmarks/gp
   says how many of the planned ones exist.
 
     python -m benchmarks.table1 add runs/seed0 --config small --device "NVIDIA H200" --seed 0 \\
-        --out docs/table1/small.jsonl
+        --planned 40 --pretrain-wall-s 281 --adapt-wall-s 218 --out docs/table1/small.jsonl
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def figures(agent: str, episodes: Sequence[dict[str, Any]]) -> dict[str, float]:
     out = {"success_rate": float(np.mean([bool(e["success"]) for e in episodes])) if episodes else math.nan}
     s, y = step_arrays(episodes)
     out["auroc"] = _auroc(s, y)
+    # the control for accuracy: a constant "fail" prediction scores the share of steps in failed episodes
+    out["constant_fail_accuracy"] = float(1.0 - y.mean()) if y.size else math.nan
     if agent == "muse" and episodes and all("psi1" in e for e in episodes):
         p, y1 = step_arrays(episodes, "psi1")
         out["accuracy"] = accuracy(p, y1, 0.5)
@@ -129,14 +131,21 @@ def run_line(run: Path, agent: str, *, config: str, device: str, seed: int, comm
     from muse_common.files import read_jsonl
 
     metrics = list(read_jsonl(run / "metrics.jsonl", ("step",)))
-    last = metrics[-1] if metrics else {}
+    stopped = metrics[-1] if metrics else {}
+    # adaptation starts from the newest checkpoint, which a time limit can leave behind the last logged row:
+    # the pre-training figures are those of the row at the checkpoint's step
+    adapt_meta = run / "adapt" / "adapt.json"
+    ckpt = json.loads(adapt_meta.read_text()).get("step") if adapt_meta.is_file() else None
+    at_ckpt = [m for m in metrics if ckpt is None or m.get("env_steps", m["step"]) <= ckpt]
+    last = at_ckpt[-1] if at_ckpt else {}
     sa = {k.removeprefix("sa/"): v for k, v in last.items() if k.startswith("sa/")}
     windows = [{"step": m["step"], "success_rate": m.get("success_rate"), "sa_auroc": m.get("sa/auroc"),
-                "sa_successes": m.get("sa/successes")} for m in metrics if "success_rate" in m]
+                "sa_successes": m.get("sa/successes")} for m in at_ckpt if "success_rate" in m]
     records = list(read_jsonl(run / "adapt" / "episodes.jsonl", ("task", "episode", "success")))
     return {"table1": config, "agent": agent, "seed": seed, "device": device, "commit": commit,
             "pretrain": {"env_steps": last.get("env_steps"), "train_steps": last.get("train_steps"),
-                         "episodes": last.get("episodes"), "sa_last_window": sa, "windows": windows},
+                         "episodes": last.get("episodes"), "sa_last_window": sa, "windows": windows,
+                         "stopped_at_env_steps": stopped.get("env_steps")},
             "adapt_episodes_planned": planned, "adapt_episodes": len(records),
             "episodes": [compact(r, seed) for r in records]}
 
@@ -190,6 +199,9 @@ def main() -> None:
     add.add_argument("--seed", type=int, required=True)
     add.add_argument("--planned", type=int, default=None, help="adaptation episodes the run was to collect")
     add.add_argument("--commit", default=None, help="the code that ran (default: this checkout's HEAD)")
+    add.add_argument("--command", default=None, help="the command that made the runs, as the page shows it")
+    add.add_argument("--pretrain-wall-s", type=int, default=None, help="pre-training wall time of the run")
+    add.add_argument("--adapt-wall-s", type=int, default=None, help="adaptation wall time of the run")
     add.add_argument("--out", required=True, type=path_text_arg)
     qs = sub.add_parser("quickstart", help="write docs/quickstart/results.json from a quickstart's run folders")
     qs.add_argument("runs", help="the quickstart's folder (runs/quickstart)")
@@ -211,6 +223,12 @@ def main() -> None:
     for agent in ("muse", "dreamer"):
         line = run_line(Path(args.runs) / agent, agent, config=args.config, device=args.device, seed=args.seed,
                         commit=commit, planned=args.planned)
+        if args.command:
+            line["command"] = args.command
+        if args.pretrain_wall_s is not None:
+            line["pretrain"]["wall_s"] = args.pretrain_wall_s
+        if args.adapt_wall_s is not None:
+            line["adapt_wall_s"] = args.adapt_wall_s
         append_jsonl(args.out, line)
         print(json.dumps({k: line[k] for k in ("agent", "seed", "adapt_episodes")}))
 

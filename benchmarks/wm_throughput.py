@@ -8,6 +8,11 @@ and are compared with a large fp32 matmul on the same device in the same run.
 
     python benchmarks/wm_throughput.py --size size1m --obs-dim 24 --act-dim 6 --batch 16 --seq 64 --steps 5
 
+With `--seeds N` (N > 1) the same run also times N seeds' learners trained by one vmapped step
+(`muse-wm pretrain --seeds`, muse_jax/loops/seeds.py) and reports `seeds_train_step_median_s` (wall time
+per update of all N seeds), `seeds_ratio` (that over the 1-seed `train_step_median_s` of the same run;
+N seeds as N separate steps would be N) and `seeds_per_seed_s`.
+
 The last line printed is always one JSON object.
 """
 
@@ -131,6 +136,36 @@ def count_params(tree: Any) -> int:
     return int(sum(np.prod(x.shape) for x in jax.tree.leaves(tree)))
 
 
+def time_seeds(cfg: Config, spec: ObsSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """Wall seconds per update of `args.seeds` learners (seeds 0..N-1) stacked on a seed axis and trained by
+    one jit(vmap(train_step)) (muse_jax/loops/seeds.py), each on its own batch and key; one device."""
+    from muse_jax.loops.train_driver import make_task_train_step
+
+    n = args.seeds
+    learners = [create_learner(cfg, spec, seed=k) for k in range(n)]
+    graphdef = learners[0].graphdef
+    state = jax.tree.map(lambda *x: jnp.stack(x), *[lr.state for lr in learners])
+    del learners
+    batch = jax.device_put(jax.tree.map(lambda *x: np.stack(x),
+                                        *[synthetic_batch(spec, args.batch, args.seq, seed=k) for k in range(n)]))
+    keys = jnp.stack([jax.random.key(k + 1) for k in range(n)])
+    t0 = time.perf_counter()
+    compiled = make_task_train_step(graphdef).lower(state, batch, keys).compile()
+    compile_s = time.perf_counter() - t0
+    for _ in range(args.warmup):
+        state, _ = _block(compiled(state, batch, keys))
+
+    def step_once():
+        nonlocal state
+        state, metrics = compiled(state, batch, keys)
+        return metrics
+
+    cpu: list[float] = []
+    times = time_calls(step_once, args.steps, cpu)
+    return {"seeds": n, "seeds_train_step_median_s": statistics.median(times), "seeds_train_step_times_s": times,
+            "seeds_train_step_cpu_s": statistics.median(cpu), "seeds_compile_s": compile_s}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     cfg = build_config(args.size, args.obs_dim, args.image, args.image_size, args.batch, args.seq, args.set)
     spec = ObsSpec.from_config(cfg, proprio_dim=max(args.obs_dim, 1), act_dim=args.act_dim)
@@ -174,6 +209,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     load_after = load_average()
     loss = float(metrics["loss/total"])
     train_med = statistics.median(train_times)
+    seeds: dict[str, Any] = {}
+    if args.seeds > 1:  # the same run, after the 1-seed timing: N seeds, one vmapped step
+        seeds = time_seeds(cfg, spec, args)
+        seeds.update(seeds_ratio=seeds["seeds_train_step_median_s"] / train_med,
+                     seeds_per_seed_s=seeds["seeds_train_step_median_s"] / args.seeds)
 
     # Acting: the plain actor ("dreamer") and the gradient self-regulation decision ("muse").
     state = jax.device_put(state, jax.devices()[0]) if mesh is not None else state
@@ -223,6 +263,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "devices": jax.device_count(),
         "jax": jax.__version__,
         "host": platform.node(),
+        **seeds,
     }
 
 
@@ -240,6 +281,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--act-dim", type=int, default=6, help="continuous action size A")
     p.add_argument("--image", action="store_true", help="add a 64x64 RGB observation (CNN encoder/decoder)")
     p.add_argument("--image-size", type=int, default=64, help="image side with --image")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="also time N seeds trained by one vmapped step (muse-wm pretrain --seeds); 1: not")
     p.add_argument("--envs", type=int, default=1, help="environments batched in one policy/regulation call")
     p.add_argument("--matmul-n", type=int, default=0, help="side of the peak matmul (0: 2048 on CPU, else 8192)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -253,7 +296,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="print only the JSON line")
     p.add_argument("--out", type=path_arg, help="also append the JSON record to this JSONL file")
     args = p.parse_args(argv)
-    for name in ("batch", "seq", "steps", "act_dim", "envs"):
+    for name in ("batch", "seq", "steps", "act_dim", "envs", "seeds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.seq < 2:
@@ -277,6 +320,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{record['frames_per_s']:.0f} frames/s, {record['achieved_gflops_per_s']:.1f} of "
               f"{record['peak_matmul_gflops_per_s']:.1f} peak GFLOP/s; policy {record['policy_steps_per_s']:.0f}/s, "
               f"regulation {record['regulation_decisions_per_s']:.1f}/s", file=sys.stderr)
+        if args.seeds > 1:
+            print(f"{args.seeds} seeds, one vmapped step: {record['seeds_train_step_median_s']:.3f} s per update, "
+                  f"{record['seeds_ratio']:.2f}x one seed's", file=sys.stderr)
     bad = [k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)]
     if bad:
         print(f"warning: non-finite values for {bad}", file=sys.stderr)

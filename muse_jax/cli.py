@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--logdir", required=True, help="run folder: metrics.jsonl, tb/, checkpoints/")
     pre.add_argument("--agent", choices=AGENT_KINDS, default=None,
                      help="muse (default) or dreamer: the same model without the self-awareness head and loss")
+    pre.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
+                     help="train.seed; several seeds train together, one vmapped train step for all, each in "
+                          "its own run folder LOGDIR/seed<SEED> (one seed: LOGDIR itself, as without --seeds)")
     _cache_flag(pre)
     pre.add_argument("--stop-at", type=int, default=None, help=argparse.SUPPRESS)
     pre.add_argument("--from-step", type=int, default=None, metavar="STEP",
@@ -210,12 +213,18 @@ def _pretrain_command(args: argparse.Namespace, started: list[bool]) -> int:
     from muse_jax.config import load_config
 
     overrides = list(args.overrides) + ([f"agent={args.agent}"] if args.agent else [])
-    cfg = load_config(args.config, overrides)
+    seeds = args.seeds or []
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seeds {' '.join(map(str, seeds))}: name each seed once.")
+    cfg = load_config(args.config, overrides + [f"train.seed={s}" for s in seeds[:1]])
     check_logdir(args.logdir)
     check_task_names(cfg)
     if args.from_step is not None and args.from_step < 0:
         raise UsageError(f"--from-step {args.from_step}: give a checkpoint step (a folder name under "
                          f"{Path(args.logdir) / 'checkpoints'}).")
+    if len(seeds) > 1:
+        return _pretrain_seeds_command(args, [load_config(args.config, overrides + [f"train.seed={s}"])
+                                              for s in seeds], started)
     from muse_jax import parallel
     from muse_jax.loops.pretrain import _pretrain  # the public `pretrain` plus the hidden --stop-at
 
@@ -229,6 +238,27 @@ def _pretrain_command(args: argparse.Namespace, started: list[bool]) -> int:
         res = _pretrain(cfg, logdir, stop_at=args.stop_at, from_step=args.from_step)
     parallel.finish_distributed()
     print(f"pretrain done: {res['counters']}")
+    return 0
+
+
+def _pretrain_seeds_command(args: argparse.Namespace, cfgs: list[Any], started: list[bool]) -> int:
+    """`pretrain --seeds` with several seeds: one process, one run folder per seed (loops/seeds.py)."""
+    from contextlib import ExitStack
+
+    from muse_common.run_lock import run_folder_lock
+    from muse_jax.loops.seeds import pretrain_seeds, seed_logdirs
+
+    if cfgs[0].parallel.distributed:
+        raise UsageError("--seeds with several seeds trains them in one process; set parallel.distributed=false, "
+                         "or run one seed per multi-host job.")
+    logdirs = seed_logdirs(args.logdir, args.seeds)
+    with ExitStack() as held:
+        for d in logdirs:  # one writer per run folder, held for the run's life
+            held.enter_context(run_folder_lock(d))
+        started[0] = True
+        results = pretrain_seeds(cfgs, logdirs, stop_at=args.stop_at, from_step=args.from_step)
+    for seed, res in zip(args.seeds, results, strict=True):
+        print(f"pretrain done: seed{seed}: {res['counters']}")
     return 0
 
 

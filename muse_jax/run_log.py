@@ -38,7 +38,8 @@ class RunLogger:
     """metrics.jsonl + TensorBoard (DIR/tb) + progress bar over env steps."""
 
     def __init__(self, logdir: str | Path, total: int, initial: int = 0, desc: str = "", tensorboard: bool = True,
-                 unit: str = "step"):
+                 unit: str = "step", position: int | None = None):
+        """`position`: the progress bar's line when several runs share one terminal (tqdm's `position`)."""
         self.dir = Path(logdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "metrics.jsonl"
@@ -50,7 +51,7 @@ class RunLogger:
             _quiet_writer_threads()
             self._tb = SummaryWriter(str(self.dir / "tb"))
         self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True,
-                         mininterval=1.0)
+                         mininterval=1.0, position=position)
         self._t0 = time.time()
 
     def advance(self, n: int, **postfix: Any) -> None:

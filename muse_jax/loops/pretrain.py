@@ -53,7 +53,8 @@ from muse_jax.loops.train_driver import NonFiniteLossError, TrainDriver, TrainRa
 from muse_jax.replay import Replay, pack_episodes, step_bytes, unpack_episodes
 from muse_jax.run_log import RunLogger, drop_metrics_after
 
-__all__ = ["NonFiniteLossError", "partial_state", "pretrain", "recent_stats", "replay_megabytes", "rewind_to"]
+__all__ = ["NonFiniteLossError", "partial_state", "pretrain", "recent_stats", "replay_megabytes", "rewind_to",
+           "set_aside"]
 
 
 def replay_megabytes(cfg: Config) -> float:
@@ -79,17 +80,23 @@ def rewind_to(logdir: Path, step: int, echo: Callable[[str], None]) -> None:
         raise CheckpointNotFoundError(f"--from-step {step}: {ckdir} has no checkpoint step {step}; "
                                       f"available: {steps or 'none'}.")
     verify_integrity(ckdir / str(step))
-    later = [s for s in steps if s > step]
-    if later:
-        aside = logdir / "checkpoints_set_aside"
-        aside.mkdir(exist_ok=True)
-        for s in later:
-            dst = aside / str(s)
-            n = 1
-            while dst.exists():
-                dst, n = aside / f"{s}.{n}", n + 1
-            (ckdir / str(s)).rename(dst)
-        echo(f"--from-step {step}: moved later checkpoint(s) {later} to {aside}")
+    set_aside(logdir, [s for s in steps if s > step], echo, f"--from-step {step}")
+
+
+def set_aside(logdir: Path, steps: list[int], echo: Callable[[str], None], why: str) -> None:
+    """Move these checkpoint steps of `logdir` to `logdir/checkpoints_set_aside/` (never deleted; a name
+    already there gets a `.1`, `.2`... suffix), saying so in one line that starts with `why`."""
+    if not steps:
+        return
+    ckdir, aside = logdir / "checkpoints", logdir / "checkpoints_set_aside"
+    aside.mkdir(exist_ok=True)
+    for s in steps:
+        dst = aside / str(s)
+        n = 1
+        while dst.exists():
+            dst, n = aside / f"{s}.{n}", n + 1
+        (ckdir / str(s)).rename(dst)
+    echo(f"{why}: moved later checkpoint(s) {steps} to {aside}")
 
 
 def recent_stats(episodes: list[Episode], tasks: list[str], has_success: bool = True) -> dict[str, float]:
@@ -168,7 +175,12 @@ class _Pretraining:
     """One pre-training run's parts (learner, replay, envs, train driver, clocks) and the callbacks the
     shared `RunLoop` calls after each env step (see the module docstring)."""
 
-    def __init__(self, cfg: Config, logdir: Path, ckpt: Checkpointer, total: int, echo: Callable[[str], None]) -> None:
+    def __init__(self, cfg: Config, logdir: Path, ckpt: Checkpointer, total: int, echo: Callable[[str], None],
+                 make_driver: Callable[[Any, Any, int], Any] | None = None, desc: str = "pretrain",
+                 position: int | None = None) -> None:
+        """`make_driver(graphdef, state, train_steps)` builds the train driver (default: this run's own
+        `TrainDriver.data_parallel`; loops/seeds.py passes one seed's view of a driver shared by several
+        runs); `desc` and `position` are the progress bar's label and line."""
         self.cfg, self.logdir, self.ckpt = cfg, logdir, ckpt
         self.spec, self.seed = obs_spec(cfg), cfg.train.seed
         learner = A.create_learner(cfg, self.spec, self.seed)
@@ -178,10 +190,12 @@ class _Pretraining:
         self._unfinished_at: int | None = None  # the env step whose unfinished episodes replay holds
         state = self._restore(learner.state, echo) if ckpt.latest_step() is not None else learner.state
         self.collector = self._collector(learner.graphdef, state)
-        self.driver = TrainDriver.data_parallel(cfg, learner.graphdef, state, self.counters["train_steps"], self.seed)
+        if make_driver is None:
+            make_driver = lambda g, st, n: TrainDriver.data_parallel(cfg, g, st, n, self.seed)
+        self.driver = make_driver(learner.graphdef, state, self.counters["train_steps"])
         env_steps = self.counters["env_steps"]
         drop_metrics_after(logdir / "metrics.jsonl", env_steps)  # rows logged after the checkpoint
-        self.logger = RunLogger(logdir, total=cfg.train.env_steps, initial=env_steps, desc="pretrain")
+        self.logger = RunLogger(logdir, total=cfg.train.env_steps, initial=env_steps, desc=desc, position=position)
         r = cfg.replay
         # checkpoints from before the rule have no clock: it restarts at the resume step
         self.should_train = TrainRatio(cfg.train.train_ratio, r.batch_size, r.seq_len,
@@ -229,6 +243,7 @@ class _Pretraining:
         loop = RunLoop(self.collector, act, self.counters["env_steps"], self.collector.num_envs)
         loop.on_step(self.store_episodes)
         loop.on_step(self.train, clock=self.ready_to_train)
+        loop.mark("trained")  # several seeds in lockstep (loops/seeds.py) train together here
         loop.on_step(lambda tick: self.logger.advance(self.collector.num_envs, train=driver.train_steps))
         loop.on_step(self.log, clock=self.should_log)
         loop.on_step(lambda tick: self.save(tick.env_step), clock=self.should_save)

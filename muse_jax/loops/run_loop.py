@@ -56,11 +56,23 @@ class RunLoop:
         self.collector, self.act = collector, act
         self.env_step, self.steps_per_tick = env_step, steps_per_tick
         self._callbacks: list[tuple[Callable[[Tick], Any] | None, Callable[[Tick], Any]]] = []
+        self._marks: dict[str, int] = {}
         self._stopped = False
 
     def on_step(self, fn: Callable[[Tick], Any], clock: Callable[[Tick], Any] | None = None) -> None:
         """Call `fn(tick)` after every env step on which `clock(tick)` is true (always without a clock)."""
         self._callbacks.append((clock, fn))
+
+    def mark(self, name: str) -> None:
+        """Name the point after the callbacks registered so far. `run` ignores marks; a lockstep runner of
+        several loops (loops/seeds.py) runs every loop's callbacks up to a mark, then work shared by all
+        of them (one vmapped train step for every seed), then every loop's callbacks after the mark."""
+        self._marks[name] = len(self._callbacks)
+
+    @property
+    def stopped(self) -> bool:
+        """True once a callback called `stop`."""
+        return self._stopped
 
     def stop(self) -> None:
         """End `run` after the current step's callbacks (a callback's way to stop the run early)."""
@@ -69,13 +81,22 @@ class RunLoop:
     def run(self, done: Callable[[int], bool]) -> bool:
         """Loop until `done(env_step)`; False when a callback called `stop` first."""
         while not done(self.env_step):
-            n_faults = len(self.collector.faults)
-            episodes = self.collector.step(*self.act(self.env_step))
-            self.env_step += self.steps_per_tick
-            tick = Tick(self.env_step, episodes, self.collector.faults[n_faults:])
-            for clock, fn in self._callbacks:
-                if clock is None or clock(tick):
-                    fn(tick)
+            self.dispatch(self.collect())
             if self._stopped:
                 return False
         return True
+
+    def collect(self) -> Tick:
+        """Step every env once and advance the counter: the tick the callbacks are then given."""
+        n_faults = len(self.collector.faults)
+        episodes = self.collector.step(*self.act(self.env_step))
+        self.env_step += self.steps_per_tick
+        return Tick(self.env_step, episodes, self.collector.faults[n_faults:])
+
+    def dispatch(self, tick: Tick, after: str | None = None, until: str | None = None) -> None:
+        """Run the callbacks (those between the marks `after` and `until` when given) whose clocks fire."""
+        lo = self._marks[after] if after is not None else 0
+        hi = self._marks[until] if until is not None else len(self._callbacks)
+        for clock, fn in self._callbacks[lo:hi]:
+            if clock is None or clock(tick):
+                fn(tick)

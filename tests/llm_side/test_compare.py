@@ -123,15 +123,22 @@ def test_compare_trained_points_muse_at_the_pipeline_models(tmp_path, capsys, mo
     assert compare.muse_parts(recs) == "MUSE parts: actor hf:A; reflection model hf:R; M_sa M"
 
 
-def test_compare_trained_refuses_parts_of_another_base(tmp_path, capsys, monkeypatch, fake_agents):
-    """ReAct and Reflexion run --model: trained parts fine-tuned from another base are refused in one line;
-    a DPO stage skipped for want of pairs leaves the base to reflect."""
+def _trained_parts(tmp_path):
+    """A pipeline folder holding the three trained parts compare --trained reads (merged actor, merged
+    reflection model, M_sa)."""
     pipe = tmp_path / "pipe"
     for sub in ("actor_sft/merged", "reflection_dpo/merged"):
         (pipe / sub).mkdir(parents=True)
         (pipe / sub / "config.json").write_text("{}")
     (pipe / "msa").mkdir()
     (pipe / "msa" / "msa_meta.json").write_text("{}")
+    return pipe
+
+
+def test_compare_trained_refuses_parts_of_another_base(tmp_path, capsys, monkeypatch, fake_agents):
+    """ReAct and Reflexion run --model: trained parts fine-tuned from another base are refused in one line;
+    a DPO stage skipped for want of pairs leaves the base to reflect."""
+    pipe = _trained_parts(tmp_path)
     (pipe / "actor_sft" / "metrics.json").write_text(json.dumps({"base_model": "smollm2"}))
     argv = ["compare", "--env", "fake", "--out", str(tmp_path / "cmp"), "--trained", str(pipe), "--no-progress"]
     assert main([*argv, "--model", "qwen0.5b"]) == 2
@@ -149,12 +156,7 @@ def test_compare_trained_refuses_parts_of_another_base(tmp_path, capsys, monkeyp
 
 def test_reflexion_trained_is_the_other_reading_of_the_baselines(tmp_path, fake_agents):
     """Default: Reflexion runs the base --model; --reflexion-trained gives it MUSE's fine-tuned actor and M_rx."""
-    pipe = tmp_path / "pipe"
-    for sub in ("actor_sft/merged", "reflection_dpo/merged"):
-        (pipe / sub).mkdir(parents=True)
-        (pipe / sub / "config.json").write_text("{}")
-    (pipe / "msa").mkdir()
-    (pipe / "msa" / "msa_meta.json").write_text("{}")
+    pipe = _trained_parts(tmp_path)
     assert "actor_model" not in _settings("--env", "fake", "--trained", str(pipe))["agent_opt"].get("reflexion", {})
     opts = _settings("--env", "fake", "--trained", str(pipe), "--reflexion-trained")["agent_opt"]["reflexion"]
     assert opts == {"actor_model": f"hf:{pipe / 'actor_sft' / 'merged'}",

@@ -82,3 +82,12 @@ def test_bad_flags_are_rejected(capsys):
     cfg = build_config("size12m", 24, False, 64, 16, 64, ["model.compute_dtype=bfloat16"])
     assert (cfg.model.deter, cfg.model.units, cfg.model.compute_dtype) == (2048, 256, "bfloat16")
     assert not cfg.env.image and cfg.env.proprio and cfg.regulation.strategy == "gradient"
+
+
+@pytest.mark.slow
+def test_seeds_flag_times_n_seeds_in_one_vmapped_step_beside_one_seed():
+    record, _ = _run("--size", "tiny", "--batch", "4", "--seq", "16", "--steps", "2", "--seeds", "3", "--json")
+    assert record["seeds"] == 3 and len(record["seeds_train_step_times_s"]) == 2
+    for key in ("seeds_train_step_median_s", "seeds_ratio", "seeds_per_seed_s", "seeds_compile_s"):
+        assert isinstance(record[key], float) and math.isfinite(record[key]) and record[key] > 0, key
+    assert record["seeds_ratio"] == pytest.approx(record["seeds_train_step_median_s"] / record["train_step_median_s"])

@@ -298,3 +298,26 @@ def test_windows_are_harvested_while_a_seed_trains_and_not_after(capsys):
     with pytest.raises(RuntimeError, match="nan loss"):  # a failed seed is the caller's to report
         lc.train_and_harvest(crash, lambda: None, 0.01)
     assert not [t for t in threading.enumerate() if t.name == "harvest"]
+
+
+def test_together_trains_every_seed_in_one_call_and_harvests_each(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, str(REPO))
+    import benchmarks.learning_curve as lc
+
+    monkeypatch.setenv("MUSE_JAX_COMPILATION_CACHE", "0")
+    trained = []
+
+    def together(cfgs, runs, agent):
+        trained.append(([c.train.seed for c in cfgs], [r.name for r in runs], agent))
+        return 3.0
+
+    monkeypatch.setattr(lc, "train_seeds_together", together)
+    monkeypatch.setattr(lc, "run_lines", lambda run, cfg, args, seed, where, sha: [
+        {**_line("muse_jax", seed, 100, 1.0 + seed), "network": lc.network_of(cfg), "success_rate": None}])
+    out = tmp_path / "curve.jsonl"
+    assert lc.main(["--suite", "gym", "--task", "Pendulum-v1", "--seeds", "0", "1", "--together",
+                    "--random-episodes", "0", "--out", str(out), "--runs", str(tmp_path / "runs")]) == 0
+    assert trained == [([0, 1], ["dreamer_seed0", "dreamer_seed1"], "dreamer")]
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["lines_written"] == 2 and summary["wall_s_per_seed"] == {"0": 3.0, "1": 3.0}
+    assert sorted(json.loads(x)["seed"] for x in out.read_text().splitlines()) == [0, 1]

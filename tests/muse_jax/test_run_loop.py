@@ -175,3 +175,25 @@ def test_driver_writes_posteriors_back_late_for_pretraining_and_at_once_for_adap
         assert log[1][2][0] == 2  # [K, B, T, D]: one row of posteriors per task
     metrics = driver.metrics.read()
     assert metrics and all(np.isfinite(v) for v in metrics.values())
+
+
+def test_a_mark_splits_the_callbacks_for_a_lockstep_runner_and_run_ignores_it():
+    seen = []
+    loops = []
+    for name in ("x", "y"):
+        loop = RunLoop(ScriptedCollector(num_envs=1, length=5), lambda step: ("w", "dreamer"), 0, 1)
+        loop.on_step(lambda tick, name=name: seen.append((name, "before", tick.env_step)))
+        loop.mark("trained")
+        loop.on_step(lambda tick, name=name: seen.append((name, "after", tick.env_step)),
+                     clock=lambda tick: tick.env_step % 2 == 0)
+        loops.append(loop)
+    ticks = [loop.collect() for loop in loops]
+    for loop, tick in zip(loops, ticks, strict=True):
+        loop.dispatch(tick, until="trained")
+    seen.append(("shared",))
+    for loop, tick in zip(loops, ticks, strict=True):
+        loop.dispatch(tick, after="trained")
+    assert seen == [("x", "before", 1), ("y", "before", 1), ("shared",)]  # the clock after the mark did not fire
+    seen.clear()
+    assert loops[0].run(done=lambda step: step >= 2) and not loops[0].stopped
+    assert seen == [("x", "before", 2), ("x", "after", 2)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from benchmarks import table1 as T
 from muse_jax import evaluate
@@ -79,3 +80,38 @@ def test_table1_line_keeps_what_the_page_needs(tmp_path):
     assert line["pretrain"]["sa_last_window"] == {"auroc": 0.7, "episodes": 2.0}
     assert line["adapt_episodes"] == 1 and line["adapt_episodes_planned"] == 2
     assert line["episodes"][0]["seed"] == 3 and "regulation_grad_norm" not in line["episodes"][0]
+
+
+def test_table1_line_reads_pretraining_at_the_checkpoint_adaptation_used(tmp_path):
+    """A time limit can stop pre-training past its newest checkpoint: the line's pre-training figures are
+    those of the checkpoint's row, and where it stopped is kept beside them."""
+    import json
+
+    run = tmp_path / "muse"
+    (run / "adapt").mkdir(parents=True)
+    rows = [{"step": s, "env_steps": s, "train_steps": s // 10, "episodes": s // 100, "success_rate": 0.1,
+             "sa/auroc": s / 10_000} for s in (2000, 4000, 4800)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "adapt" / "adapt.json").write_text(json.dumps({"step": 4000}))
+    (run / "adapt" / "episodes.jsonl").write_text(json.dumps(_ep("a", 0, True, 0.9)) + "\n")
+    line = T.run_line(run, "muse", config="small", device="cpu", seed=0, commit="abc", planned=1)
+    assert line["pretrain"]["env_steps"] == 4000 and line["pretrain"]["train_steps"] == 400
+    assert line["pretrain"]["sa_last_window"]["auroc"] == 0.4
+    assert [w["step"] for w in line["pretrain"]["windows"]] == [2000, 4000]
+    assert line["pretrain"]["stopped_at_env_steps"] == 4800
+
+
+def test_table1_accuracy_control_and_plain_reading():
+    """Accuracy is shown beside a constant 'fail' prediction's; the sentence follows the intervals."""
+    from benchmarks.pages import _table1_reading
+
+    eps = [_ep("a", i, i < 2, 0.1) for i in range(10)]  # 2 of 10 succeed: 'fail' scores 80% of steps
+    assert T.figures("muse", eps)["constant_fail_accuracy"] == pytest.approx(0.8)
+    stats = {"muse": {"auroc": 0.9, "auroc_ci": (0.7, 0.95), "accuracy": 0.9, "fail_rate": 0.8, "ind_auroc": [0.85]},
+             "dreamer": {"auroc": 0.5, "auroc_ci": (0.3, 0.7), "accuracy": 0.5, "fail_rate": 0.8}}
+    text = _table1_reading(stats, {"mcnemar_p": 0.01, "auroc_difference_ci95": (0.1, 0.5)})
+    assert "MUSE's novel-task AUROC interval above chance, Dreamer-v3's spans chance" in text
+    assert "excludes zero" in text and "successes differ (McNemar" in text and "reaches the 0.8" in text
+    stats["muse"].update(auroc_ci=(0.4, 0.6), accuracy=0.7, ind_auroc=[0.85, 0.6])
+    text = _table1_reading(stats, {"mcnemar_p": 0.5, "auroc_difference_ci95": (-0.1, 0.2)})
+    assert "includes zero" in text and "by chance" in text and "at or below" in text and "misses" in text
