@@ -48,7 +48,7 @@ def time_adapt(checkpoint: str, agent: str, out: Path, tasks: list[str], episode
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from muse_common.arg_parser import ArgumentParser
+    from muse_common.arg_parser import ArgumentParser, path_text_arg
 
     p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", default=None, help="a `muse-wm pretrain` logdir")
@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--episodes", type=int, default=2)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="adapt-time config override (e.g. env.max_episode_steps=100)")
-    p.add_argument("--workdir", default=None, help="where the two adapt outputs go (default: a temp folder)")
+    p.add_argument("--workdir", default=None, type=path_text_arg,
+                   help="where the two adapt outputs go (default: a temp folder)")
     args = p.parse_args(argv)
     if not 1 <= args.tasks <= len(NOVEL_TASKS):
         raise SystemExit(f"--tasks {args.tasks}: give 1..{len(NOVEL_TASKS)}.")

@@ -82,7 +82,7 @@ def time_collector(cfg, make_venv, steps: int, seed: int, mode: str) -> tuple[fl
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from muse_common.arg_parser import ArgumentParser
+    from muse_common.arg_parser import ArgumentParser, path_arg
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -93,7 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="config override, e.g. --set env.vector=sync --set model.size=size1m")
-    p.add_argument("--out", type=Path, help="also append the JSON record to this JSONL file")
+    p.add_argument("--out", type=path_arg, help="also append the JSON record to this JSONL file")
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error("--steps must be >= 1")

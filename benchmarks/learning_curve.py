@@ -134,8 +134,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.prefill < 0 or args.random_episodes < 0:
         p.error("--prefill and --random-episodes must be >= 0")
-    if args.train_ratio <= 0:
-        p.error("--train-ratio must be > 0")
+    if not (0 < args.train_ratio <= 4096):  # also refuses nan and inf
+        p.error(f"--train-ratio {args.train_ratio}: give a number above 0 and at most 4096")
+    if any(not 0 <= seed <= 2**31 - 1 for seed in args.seeds) or len(set(args.seeds)) != len(args.seeds):
+        p.error(f"--seeds {' '.join(map(str, args.seeds))}: give distinct integers from 0 to {2**31 - 1}")
+    from muse_common.files import name_problem
+
+    problem = name_problem(args.task, "--task")  # it names the default output file and run folders
+    if problem:
+        p.error(problem)
+    for flag in ("out", "runs"):  # '' would fall back to the default, the repo's own docs/ and runs/ files
+        if getattr(args, flag) is not None and not getattr(args, flag).strip():
+            p.error(f"--{flag} is empty (''); give a path, or leave the flag out for the default")
     if args.action_repeat is not None and args.action_repeat < 1:
         p.error("--action-repeat must be >= 1")
     if args.variant is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.variant):

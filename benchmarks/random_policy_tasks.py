@@ -46,14 +46,14 @@ def random_successes(task: str, cfg, episodes: int, seed: int, sigma: float = 0.
 
 
 def main() -> None:
-    from muse_common.arg_parser import ArgumentParser
+    from muse_common.arg_parser import ArgumentParser, path_text_arg
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="quickstart", help="episode shape (max_episode_steps, action_repeat)")
     p.add_argument("--tasks", nargs="+", required=True)
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="append the JSON record to this file")
+    p.add_argument("--out", default=None, type=path_text_arg, help="append the JSON record to this file")
     args = p.parse_args()
     cfg = load_config(args.config, {"env.vector": "sync", "env.image": False})
     t0 = time.time()

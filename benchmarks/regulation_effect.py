@@ -109,7 +109,7 @@ def run_arm(cfg: Config, state: Any, spec: Any, tasks: list[str], episodes: int,
 
 
 def main() -> None:
-    from muse_common.arg_parser import ArgumentParser
+    from muse_common.arg_parser import ArgumentParser, path_text_arg
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="a `muse-wm pretrain --agent muse` logdir")
@@ -119,7 +119,7 @@ def main() -> None:
     p.add_argument("--arms", nargs="*", default=None, help="subset of arm names (default: all)")
     p.add_argument("--seed", type=int, default=12345)
     p.add_argument("--set", nargs="*", default=[], help="extra config overrides key=value (YAML values)")
-    p.add_argument("--out", default=None, help="append the JSON record to this file")
+    p.add_argument("--out", default=None, type=path_text_arg, help="append the JSON record to this file")
     args = p.parse_args()
 
     from muse_common.overrides import parse_key_values

@@ -65,7 +65,7 @@ def measure_strategy(strategy: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from muse_common.arg_parser import ArgumentParser
+    from muse_common.arg_parser import ArgumentParser, path_arg
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--act-dim", type=int, default=6, help="continuous action size A")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="config override, e.g. --set regulation.horizon=5")
-    p.add_argument("--out", type=Path, help="also append the JSON record to this JSONL file")
+    p.add_argument("--out", type=path_arg, help="also append the JSON record to this JSONL file")
     args = p.parse_args(argv)
     for name in ("steps", "obs_dim", "act_dim"):
         if getattr(args, name) < 1:

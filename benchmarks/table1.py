@@ -201,7 +201,7 @@ def quickstart_record(runs: Path, *, command: str, measured: str, machine: str, 
 def main() -> None:
     import subprocess
 
-    from muse_common.arg_parser import ArgumentParser
+    from muse_common.arg_parser import ArgumentParser, path_text_arg
     from muse_common.files import append_jsonl
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -216,14 +216,14 @@ def main() -> None:
     add.add_argument("--command", default=None, help="the command that made the runs, as the page shows it")
     add.add_argument("--pretrain-wall-s", type=int, default=None, help="pre-training wall time of the run")
     add.add_argument("--adapt-wall-s", type=int, default=None, help="adaptation wall time of the run")
-    add.add_argument("--out", required=True)
+    add.add_argument("--out", required=True, type=path_text_arg)
     qs = sub.add_parser("quickstart", help="write docs/quickstart/results.json from a quickstart's run folders")
     qs.add_argument("runs", help="the quickstart's folder (runs/quickstart)")
     qs.add_argument("--measured", required=True, help="the date of the run")
     qs.add_argument("--machine", required=True)
     qs.add_argument("--wall-s", type=int, default=None)
     qs.add_argument("--budget", required=True)
-    qs.add_argument("--out", required=True)
+    qs.add_argument("--out", required=True, type=path_text_arg)
     args = p.parse_args()
     if args.cmd == "quickstart":
         from muse_common.files import atomic_write_json

@@ -268,7 +268,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from muse_common.arg_parser import ArgumentParser
+    from muse_common.arg_parser import ArgumentParser, path_arg
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -294,7 +294,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="keep freed host memory in the process (muse_jax/host_allocator.py): no page faults in "
                         "the train step, but slower acting calls")
     p.add_argument("--json", action="store_true", help="print only the JSON line")
-    p.add_argument("--out", type=Path, help="also append the JSON record to this JSONL file")
+    p.add_argument("--out", type=path_arg, help="also append the JSON record to this JSONL file")
     args = p.parse_args(argv)
     for name in ("batch", "seq", "steps", "act_dim", "envs", "seeds"):
         if getattr(args, name) < 1:

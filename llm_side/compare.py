@@ -55,7 +55,7 @@ from llm_side.run_spec import (
     run_command,
 )
 from muse_common import metrics
-from muse_common.arg_parser import ArgumentParser
+from muse_common.arg_parser import ArgumentParser, path_arg
 
 AGENTS = ("react", "reflexion", "muse")
 KEYS = ("env", "split", "tasks", "limit", "max_steps", "model", "seed", "adapt_episodes", "test_episodes",
@@ -276,7 +276,7 @@ def tables(runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], adapt: 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="muse-llm compare", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="YAML of compare settings (configs/llm/alfworld-compare.yaml)")
-    p.add_argument("--out", required=True, type=Path, help="folder; each agent runs into OUT/<agent>/")
+    p.add_argument("--out", required=True, type=path_arg, help="folder; each agent runs into OUT/<agent>/")
     p.add_argument("--agents", help=f"comma-separated (default {','.join(AGENTS)})")
     add_task_flags(p, env_help="default alfworld")
     p.add_argument("--adapt-episodes", type=int, help="adaptation episodes per task (paper: 5)")

@@ -50,7 +50,7 @@ from llm_side.run_spec import (
     select_tasks,
 )
 from muse_common import metrics
-from muse_common.arg_parser import ArgumentParser
+from muse_common.arg_parser import ArgumentParser, path_arg
 from muse_common.files import atomic_write_json
 from muse_common.settings import fields_of
 
@@ -361,7 +361,7 @@ def build_parser() -> Any:
     p = ArgumentParser(prog="muse-llm alfworld-pipeline", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage", default="all", choices=[*STAGES, "all"])
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--out", required=True, type=path_arg)
     p.add_argument("--model", default=None, help="model spec (default: env MUSE_LLM_MODEL, else the backends' default)")
     p.add_argument("--base", default=None, help="transformers folder to fine-tune (default: the model's cache)")
     p.add_argument("--limit", type=int, default=None, help="first N tasks of each split (smoke runs)")

@@ -377,11 +377,21 @@ def run_command(command: str, body: Callable[[], int]) -> int:
         print(f"muse-llm {command}: stopped: interrupted; finished episodes are kept, rerun the same command "
               "to resume", file=sys.stderr)
         return 130
-    except (UsageError, ValueError, OSError, RuntimeError, RunFolderBusy) as exc:
-        if os.environ.get("MUSE_LLM_DEBUG"):
+    except Exception as exc:  # noqa: BLE001 - the known kinds below are one line; anything else is a bug
+        from llm_side.harness.runner import is_fatal
+
+        fatal = is_fatal(exc)  # a backend that stopped the run: also http.client errors, which are no OSError
+        if os.environ.get("MUSE_LLM_DEBUG") or not (
+                fatal or isinstance(exc, UsageError | ValueError | OSError | RuntimeError | RunFolderBusy)):
             raise
         message: Any = exc
-        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and exc.errno:
+        if fatal:
+            message = f"{type(exc).__name__}: {exc}" if not str(exc) or "http.client" in type(exc).__module__ else exc
+            moved = "openai:URL:MODEL" in str(message)
+            message = (f"{message} Nothing was recorded for the episode it stopped in; " + (
+                "rerun to resume, with the server's URL fixed in --model if it was wrong (the URL may change on "
+                "resume, the model may not)" if moved else "rerun the same command to resume"))
+        elif isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and exc.errno:
             where = f" {exc.filename}" if exc.filename else ""
             message = f"cannot write{where}: {os.strerror(exc.errno)}; records written so far are kept"
         print(f"muse-llm {command}: error: {' '.join(str(message).split())}", file=sys.stderr)

@@ -29,7 +29,7 @@ from llm_side.run_spec import (
     run_command,
     select_tasks,
 )
-from muse_common.arg_parser import ArgumentParser
+from muse_common.arg_parser import ArgumentParser, path_text_arg
 from muse_common.files import atomic_write_json
 
 PAPER_TAUS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95)
@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_task_flags(p, env_help="default scienceworld, with --tasks 8-2,9-3 (the paper's) unless --tasks or --split")
     p.add_argument("--taus", default=",".join(f"{t:g}" for t in PAPER_TAUS))
     p.add_argument("--episodes", type=int, help="episodes per task; default 1")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, type=path_text_arg)
     p.add_argument("--env-opt", action="append", metavar="K=V")
     p.add_argument("--agent-opt", action="append", metavar="K=V", help="RefRea option, repeatable (not tau)")
     p.add_argument("--no-progress", action="store_true")

@@ -9,6 +9,7 @@ for the usage; the exit code stays argparse's 2 (fix the command). Subcommand pa
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import NoReturn
 
 
@@ -17,3 +18,17 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def path_arg(text: str) -> Path:
+    """argparse `type` of a file or folder flag: an empty value is refused, since `Path('')` is the current
+    folder (`--out ''` wrote a run into wherever the command was started)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty (''); give a path (a '.' for the current folder is explicit)")
+    return Path(text)
+
+
+def path_text_arg(text: str) -> str:
+    """`path_arg` for flags that keep their value as text (as given: no normalisation)."""
+    path_arg(text)
+    return text

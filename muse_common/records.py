@@ -131,6 +131,13 @@ CURVE_LINE = RecordKind(
               "success_rate": (lambda v: v is None or (finite_number(v) and 0 <= v <= 1), "a rate from 0 to 1"),
               "train_steps": _COUNTER, "wall_s": (number_or_null, "a finite number or null")})
 """A line of a learning-curve file (benchmarks/learning_curve.py --out, benchmarks/official/run.py)."""
+OFFICIAL_EVENT = RecordKind(
+    "official episode event",
+    required={"env_steps": _COUNTER, "score": (finite_number, "a finite number"), "train_steps": _COUNTER,
+              "wall_s": (finite_number, "a finite number")},
+    optional={"success": (lambda v: v is None or isinstance(v, bool), "true, false or null"), "length": _COUNTER,
+              "worker": _COUNTER})
+"""A line of an official DreamerV3 run's events.jsonl (benchmarks/official/official_entry.py, read by run.py)."""
 SA_EXAMPLE = RecordKind(
     "self-awareness training row",
     required={"task": (lambda v: isinstance(v, str), "a task name"), "plan": (lambda v: isinstance(v, str), "text"),

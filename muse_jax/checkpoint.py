@@ -38,7 +38,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from muse_common.files import atomic_write_json
+from muse_common.files import UnsafePath, atomic_write_json, run_folder_link_problem
 from muse_jax.errors import (
     CheckpointCorruptError,
     CheckpointError,
@@ -372,6 +372,7 @@ class Checkpointer:
             items["replay"] = ocp.args.StandardSave({k: np.asarray(v) for k, v in replay.items()})
         if partial:
             items["partial"] = ocp.args.StandardSave({k: np.asarray(v) for k, v in partial.items()})
+        self._refuse_links(int(step))
         if self._host_only:  # orbax's own barriers in a save set up collectives: start them together
             meet(f"checkpoint {int(step)}")
         try:
@@ -389,6 +390,18 @@ class Checkpointer:
         except OSError as e:  # the step itself is complete; the next start writes its record
             raise CheckpointWriteError(self._write_failure(int(step), e)) from None
         return step_dir
+
+    def _refuse_links(self, step: int) -> None:
+        """A link made in the run folder during the run (the checkpoints folder, or an entry inside it, swapped
+        for a link to elsewhere) is refused before orbax writes through it: UnsafePath, one line."""
+        if self.directory.is_symlink():
+            problem = (f"{self.directory} became a symbolic link during the run; a run never writes through a "
+                       "link (it could point at any folder you can write): remove it")
+        else:
+            problem = run_folder_link_problem(self.directory)
+        if problem:
+            raise UnsafePath(f"checkpoint step {step} not written: {problem}; then rerun the same command to "
+                             "resume from the last checkpoint")
 
     def step_dir(self, step: int) -> Path:
         return self.directory / str(int(step))

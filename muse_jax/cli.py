@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from muse_common.arg_parser import ArgumentParser
+from muse_common.arg_parser import ArgumentParser, path_text_arg
 from muse_jax.agent_kinds import AGENT_KINDS
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
     cmp_ = sub.add_parser("compare", help="two or more adapt outputs side by side (markdown)")
     cmp_.add_argument("runs", nargs="+", help="adapt --logdir folders")
-    cmp_.add_argument("--out", default=None, help="also write a combined ROC plot (PNG) here")
+    cmp_.add_argument("--out", default=None, type=path_text_arg, help="also write a combined ROC plot (PNG) here")
     return p
 
 
@@ -121,9 +121,20 @@ def check_compare_out(out: str) -> None:
 
 
 def _say(line: str) -> None:
-    """Print one report line on the real stderr (a failed checkpoint save may still hold fd 2)."""
+    """Print one report line on the real stderr (a failed checkpoint save may still hold fd 2), on a line of
+    its own: a progress bar a stop cut short is closed first, so the report never trails its last frame."""
     held = sys.modules.get("muse_jax.orbax_quiet")  # not imported by `compare`
-    print(line, file=held.user_stderr() if held else sys.stderr, flush=True)
+    out = held.user_stderr() if held else sys.stderr
+    bars = sys.modules.get("tqdm.std")
+    open_bars = list(getattr(getattr(bars, "tqdm", None), "_instances", None) or [])
+    for bar in open_bars:
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001 - a bar on a full or closed stream: the report line matters more
+            pass
+    if open_bars and out is not sys.stderr:  # the bars closed into the held fd 2: end their line here
+        line = "\n" + line
+    print(line, file=out, flush=True)
 
 
 def check_task_names(cfg: Any) -> None:
@@ -181,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _pretrain_command(args, started) if args.cmd == "pretrain" else _adapt_command(args, started)
     except (Exception, KeyboardInterrupt) as e:
-        code = _report(e, started[0])
+        code = _report(e, started[0], _resume_point(args))
         if code is None:
             raise
         return code
@@ -254,9 +265,11 @@ def _pretrain_seeds_command(args: argparse.Namespace, cfgs: list[Any], started: 
 def _adapt_command(args: argparse.Namespace, started: list[bool]) -> int:
     from muse_common.run_lock import run_folder_lock
     from muse_jax.config import parse_overrides
+    from muse_jax.config.schema import ADAPT_EPISODES_MAX
 
-    if args.episodes is not None and args.episodes < 1:
-        raise UsageError(f"--episodes {args.episodes}: adapt at least one episode per task.")
+    if args.episodes is not None and not 1 <= args.episodes <= ADAPT_EPISODES_MAX:
+        raise UsageError(f"--episodes {args.episodes}: adapt at least one episode per task and at most "
+                         f"{ADAPT_EPISODES_MAX} (the paper adapts 20).")
     overrides = parse_overrides(args.overrides)
     check_logdir(args.logdir)
     from muse_jax.loops.adapt import _adapt  # the public `adapt` plus the hidden --stop-after-rounds
@@ -274,7 +287,23 @@ def _adapt_command(args: argparse.Namespace, started: list[bool]) -> int:
     return 0
 
 
-def _report(e: BaseException, started: bool) -> int | None:
+def _resume_point(args: argparse.Namespace) -> str:
+    """What a rerun of the interrupted command resumes from, in words: pretrain's last complete checkpoint
+    (orbax renames a step's temporary folder to the bare step number once it is complete), adapt's finished
+    episodes."""
+    if args.cmd != "pretrain":
+        return f"the episodes finished so far ({Path(args.logdir) / 'episodes.jsonl'})"
+    folder = Path(args.logdir) / "checkpoints"
+    try:
+        steps = [int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.is_dir()]
+    except OSError:
+        steps = []
+    if not steps:
+        return "the start (no checkpoint was complete yet)"
+    return f"the last complete checkpoint (step {max(steps)} in {folder})"
+
+
+def _report(e: BaseException, started: bool, resume_point: str = "the last complete checkpoint") -> int | None:
     """One stderr line for a known way a run ends, and its exit code: 2 fix the command, 1 the run
     stopped (what finished is kept), 130 interrupted; None for anything else (a real bug: traceback)."""
     from muse_common.files import UnsafePath
@@ -292,8 +321,8 @@ def _report(e: BaseException, started: bool) -> int | None:
         _say(f"muse-wm: stopped: {e}")
         return 1
     if isinstance(e, KeyboardInterrupt):
-        _say("muse-wm: stopped: interrupted; finished episodes and checkpoints are kept, rerun the same command "
-             "to resume.")
+        _say(f"muse-wm: stopped: interrupted (Ctrl-C); rerun the same command to resume from {resume_point}; "
+             "a checkpoint cut short is discarded.")
         return 130
     if not isinstance(e, OSError):
         return None

@@ -7,9 +7,11 @@ Non-finite floats are written as null in JSON (JSON has no NaN) and skipped in T
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,7 @@ class RunLogger:
         if tensorboard:
             from tensorboardX import SummaryWriter
 
+            _quiet_writer_threads()
             self._tb = SummaryWriter(str(self.dir / "tb"))
         self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True,
                          mininterval=1.0, position=position)
@@ -64,10 +67,12 @@ class RunLogger:
         if self._tb is not None:
             step = int(record["step"])
             try:
+                _raise_writer_thread_error(self._tb)  # before queueing more: a dead writer thread's queue fills up
                 for k, v in record.items():
                     if k != "step" and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
                         self._tb.add_scalar(k, v, step)
                 self._tb.flush()
+                _raise_writer_thread_error(self._tb)
             except OSError as e:  # a full disk: one stop line naming the folder, no tensorboardX traceback after it
                 tb, self._tb = self._tb, None
                 _abandon(tb)
@@ -83,6 +88,39 @@ class RunLogger:
                 tb.close()
             except OSError:  # a full or read-only disk, reported by the run itself as one line
                 _abandon(tb)
+
+
+_WRITER_THREAD_ERRORS: list[OSError] = []
+"""OSErrors raised in tensorboardX's writer threads (a full disk), taken by `_raise_writer_thread_error`."""
+
+
+def _quiet_writer_threads() -> None:
+    """Keep a tensorboardX writer thread's OSError (its own write to a full disk) from printing a thread
+    traceback: it is kept in `_WRITER_THREAD_ERRORS` and raised in the main thread by the next
+    `RunLogger.write`, which the run reports as one line. Every other thread error goes to the hook before."""
+    before = threading.excepthook
+    if getattr(before, "muse_writer_threads", False):
+        return
+
+    def hook(args: Any) -> None:
+        if isinstance(args.exc_value, OSError) and type(args.thread).__module__.startswith("tensorboardX"):
+            _WRITER_THREAD_ERRORS.append(args.exc_value)
+            return
+        before(args)
+
+    hook.muse_writer_threads = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
+
+
+def _raise_writer_thread_error(tb: Any) -> None:
+    """Raise what a writer thread of `tb` failed with, or an I/O error if one died without a word:
+    events queued to a dead thread fill its queue, and the next `add_scalar` would wait forever."""
+    if _WRITER_THREAD_ERRORS:
+        raise _WRITER_THREAD_ERRORS.pop()
+    for writer in (getattr(tb, "all_writers", None) or {}).values():
+        worker = getattr(getattr(writer, "event_writer", None), "_worker", None)
+        if worker is not None and not worker.is_alive():
+            raise OSError(errno.EIO, "the TensorBoard writer thread stopped")
 
 
 def _abandon(tb: Any) -> None:

@@ -46,7 +46,16 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.learning_curve import append_new, in_series  # noqa: E402  (the same file, keys and series)
 from benchmarks.report import emit_record  # noqa: E402
-from muse_common.files import name_problem, read_jsonl  # noqa: E402  (warns on a bad line instead of dropping it)
+from muse_common.files import (  # noqa: E402
+    UnsafePath,
+    atomic_write_json,
+    name_problem,
+    open_nofollow,
+    output_dir_problem,
+    read_jsonl,
+    run_folder_link_problem,
+)
+from muse_common.records import OFFICIAL_EVENT, read_records  # noqa: E402  (each event checked, named if not)
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OFFICIAL_VERSION = "dreamer==3.3.1"
@@ -179,19 +188,29 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
     name = f"seed{seed}-{args.variant}" if args.variant else f"seed{seed}"
     rundir = args.runs_dir / f"{args.suite}_{args.task}" / name
     rundir.mkdir(parents=True, exist_ok=True)
+    problem = run_folder_link_problem(rundir)  # a received run folder's link would be written through
+    if problem:
+        raise SystemExit(f"--runs-dir {args.runs_dir}: {problem}.")
     events, done = rundir / "events.jsonl", rundir / "done.json"
     commit = git_commit()
 
     def convert(finished: bool, ev: list[dict[str, Any]] | None = None) -> int:
         """Append the complete windows of `ev` (default: the events file as it is now) that `out` lacks."""
-        lines = events_to_lines(list(read_jsonl(events)) if ev is None else ev, suite=args.suite, task=args.task,
+        ev = read_records(events, OFFICIAL_EVENT) if ev is None else ev
+        lines = events_to_lines(ev, suite=args.suite, task=args.task,
                                 seed=seed, budget=budget, log_every=budget["log_every"], finished=finished,
                                 machine=machine_string(), commit=commit, variant=args.variant)
         return append_new(out, lines)
 
     if done.exists():
-        summary = json.loads(done.read_text())
-        ev = list(read_jsonl(events))
+        try:
+            summary = json.loads(done.read_bytes())
+        except ValueError as exc:  # not UTF-8 or not JSON
+            summary = exc
+        if not isinstance(summary, dict) or type(summary.get("env_steps_total", 0)) is not int:
+            raise SystemExit(f"{done} is damaged ({summary if isinstance(summary, Exception) else 'not a summary'}); "
+                             "delete it and rerun the same command (the run resumes from its checkpoint).")
+        ev = read_records(events, OFFICIAL_EVENT)
         if finished_budget(summary, ev, budget["log_every"]) >= int(budget["env_steps_total"]):
             convert(True, ev)
             return summary
@@ -201,7 +220,7 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
     cmd = official_command(python, src, args.suite, args.task, seed, budget, rundir / "logdir", events,
                            variant=args.variant)
     t0 = time.time()
-    with open(rundir / "run.log", "a") as log:
+    with os.fdopen(open_nofollow(rundir / "run.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a") as log:
         log.write(f"\n# {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n")
         log.flush()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=rundir,
@@ -218,14 +237,12 @@ def run_seed(args: argparse.Namespace, budget: dict[str, Any], seed: int, out: P
         print(f"official run {args.suite}/{args.task} seed {seed} failed (exit {proc.returncode}); "
               f"see {rundir / 'run.log'}; rerun the same command to resume.", file=sys.stderr)
         return {"seed": seed, "ok": False, "returncode": proc.returncode}
-    ev = list(read_jsonl(events))
+    ev = read_records(events, OFFICIAL_EVENT)
     convert(True, ev)
     summary = {"seed": seed, "ok": True, "episodes": len(ev), "wall_s_this_call": round(time.time() - t0, 1),
                "wall_s": ev[-1]["wall_s"] if ev else None, "train_steps": ev[-1]["train_steps"] if ev else None,
                "env_steps_total": int(budget["env_steps_total"])}
-    tmp = done.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary))
-    os.replace(tmp, done)
+    atomic_write_json(done, summary)
     return summary
 
 
@@ -233,8 +250,8 @@ def load_budget(path: Path | None) -> dict[str, Any]:
     budget = dict(DEFAULT_BUDGET)
     if path is not None:
         try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError, RecursionError) as exc:  # ValueError: not JSON, or not UTF-8
             raise SystemExit(f"--budget-json {path}: cannot read it as JSON ({exc}); "
                              "give a JSON object file.") from None
         if not isinstance(data, dict):
@@ -298,8 +315,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--action-repeat", type=int)
     p.add_argument("--episode-frames", type=int, help="frames per episode (default: 1000, Meta-World 500)")
     p.add_argument("--log-every", type=int, help="agent steps per window (overrides the budget)")
-    p.add_argument("--out-dir", type=Path, default=REPO / "docs" / "learning_curves")
-    p.add_argument("--runs-dir", type=Path, default=REPO / "runs" / "official")
+    # str, not Path: Path('') is '.', and an empty folder name must be refused, not read as the current folder
+    p.add_argument("--out-dir", default=str(REPO / "docs" / "learning_curves"))
+    p.add_argument("--runs-dir", default=str(REPO / "runs" / "official"))
     p.add_argument("--official-venv", type=Path, help="default: REPO/.official/venv")
     p.add_argument("--variant", choices=VARIANTS, help="a named change to the official run (its lines carry "
                    "`variant`): exact-twohot = its two-hot mean without float32 rounding noise "
@@ -315,6 +333,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     problem = name_problem(args.task, "--task")
     if problem:
         raise SystemExit(problem + ".")
+    for flag in ("runs_dir", "out_dir"):
+        problem = output_dir_problem(getattr(args, flag))
+        if problem:
+            raise SystemExit(f"--{flag.replace('_', '-')} {problem}.")
+        setattr(args, flag, Path(getattr(args, flag)))
     reason = official_available(args.official_venv)
     if reason and not args.convert_only:
         raise SystemExit(reason)
@@ -346,5 +369,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "budget": budget, "final_scores": finals, "runs": results, "out": str(out)}, None)
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """`main` with its refusals as one line on stderr (`run.py: error: ...`, exit 2) instead of a traceback."""
+    from muse_common.records import RecordError
+
+    try:
+        main(argv)
+        return 0
+    except SystemExit as e:
+        if not isinstance(e.code, str):
+            raise
+        message = e.code
+    except (RecordError, UnsafePath) as e:
+        message = str(e)
+    print(f"run.py: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(cli())

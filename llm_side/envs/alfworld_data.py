@@ -143,6 +143,11 @@ def task_ids(split: str | None = None, data: str | Path | None = None) -> list[s
 
 
 def game_file(task_id: str, data: str | Path | None = None) -> Path:
+    parts = Path(task_id).parts
+    if not parts or Path(task_id).is_absolute() or any(p in ("..", ".") for p in parts) or "\x00" in task_id:
+        # a task id from --tasks or a settings file is a path below the data folder, never one leaving it
+        raise ValueError(f"unknown ALFWorld task {task_id!r}: a task id is a game folder below json_2.1.1 "
+                         "(no '..', not absolute); list ids with `muse-llm tasks --env alfworld`.")
     path = data_root(data) / "json_2.1.1" / task_id / "game.tw-pddl"
     if not path.is_file():
         raise ValueError(f"unknown ALFWorld task '{task_id}' (no {path}); "

@@ -376,11 +376,15 @@ class TrainConfig:
     """Global seed."""
 
 
+ADAPT_EPISODES_MAX = 100_000
+"""The most adaptation episodes per novel task (`adapt.episodes`, and `muse-wm adapt --episodes`)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class AdaptConfig:
     """Adaptation to novel tasks (MUSE §3.2.1)."""
 
-    episodes: int = setting(20, at_most(100_000, "episodes per novel task"), integer_at_least(1))
+    episodes: int = setting(20, at_most(ADAPT_EPISODES_MAX, "episodes per novel task"), integer_at_least(1))
     """Adaptation episodes per novel task."""
     train_ratio: float = setting(512.0, at_most(10_000, "replayed steps per agent step; the paper's largest is 1024"),
                                         number_above(0))

@@ -37,7 +37,13 @@ def split_task(name: str) -> tuple[str, str]:
 
 def check_task(name: str) -> None:
     """Raise a clear error for a name the dm_control suite does not have, suggesting close ones."""
-    from dm_control import suite
+    import warnings
+
+    with warnings.catch_warnings():
+        # with no MUJOCO_GL set, importing dm_control tries GLFW, whose two warning lines on a machine without a
+        # display came before the one-line error; a task check renders nothing (an image run sets its backend first)
+        warnings.filterwarnings("ignore", message=r".*The DISPLAY environment variable is missing")
+        from dm_control import suite
 
     names = [f"{d}-{t}" for d, t in suite.ALL_TASKS]
     if name not in names:

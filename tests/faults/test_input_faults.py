@@ -125,13 +125,14 @@ def test_logdir_on_read_only_file_system(tmp_path: Path, pretrained_run: Path, c
 
 
 @pytest.mark.slow
-def test_adapt_episodes_zero_is_refused(tmp_path: Path, pretrained_run: Path) -> None:
+@pytest.mark.parametrize("episodes", ["0", "99999999999999999999"])  # the second used to adapt "forever"
+def test_adapt_episodes_zero_or_unbounded_is_refused(tmp_path: Path, pretrained_run: Path, episodes: str) -> None:
     out = tmp_path / "out"
-    proc = cli("muse-wm", "adapt", "--checkpoint", str(pretrained_run), "--agent", "muse", "--episodes", "0",
+    proc = cli("muse-wm", "adapt", "--checkpoint", str(pretrained_run), "--agent", "muse", "--episodes", episodes,
                "--logdir", str(out), timeout=180)
     assert proc.returncode == 2
     err = error_line(proc.stderr, "muse-wm")
-    assert "--episodes 0" in err and "at least one" in err, err
+    assert f"--episodes {episodes}" in err and "at least one" in err and "at most 100000" in err, err
     assert not out.exists()
 
 

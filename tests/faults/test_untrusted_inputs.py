@@ -93,6 +93,27 @@ def test_ordinary_names_pass(name: str) -> None:
     assert files.name_problem(name) is None
 
 
+@pytest.mark.parametrize("task", ["../../../etc", "/etc", "valid_unseen/../../x", "", "."])
+def test_alfworld_task_ids_cannot_leave_the_data_folder(task: str) -> None:
+    from llm_side.envs.alfworld_data import game_file
+
+    with pytest.raises(ValueError, match="no '..', not absolute"):
+        game_file(task, data="/nonexistent")
+
+
+def test_a_dmc_task_check_prints_no_glfw_warning_before_its_line(tmp_path: Path) -> None:
+    """Without a display, importing dm_control to check a task name printed GLFW's two warning lines first."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM")}
+    proc = subprocess.run([sys.executable, "-c", "from muse_jax.envs.dmc import check_task; check_task('x-y')"],
+                          cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "is not a dm_control suite task" in proc.stderr
+    assert "GLFW" not in proc.stderr, proc.stderr
+
+
 def test_official_runner_refuses_a_task_that_leaves_runs_dir(tmp_path: Path) -> None:
     from benchmarks.official import run as official
 
@@ -124,6 +145,88 @@ def test_official_runner_names_a_malformed_budget_file(tmp_path: Path, content: 
     path.write_text(content)
     with pytest.raises(SystemExit, match=f"--budget-json {path}: "):
         official.load_budget(path)
+
+
+def test_official_runner_refusals_are_one_line_and_write_nothing_outside(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """run.py: an empty --runs-dir/--out-dir (Path('') is the current folder), a budget file that is not UTF-8,
+    a link inside a seed's run folder, a damaged done.json: `run.py: error: ...` (exit 2), no traceback."""
+    from benchmarks.official import run as official
+
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    common = ["--convert-only", "--seeds", "0"]
+    budget = tmp_path / "budget.json"
+    budget.write_bytes(b"\xff\xfe\x00garbage")
+    seed_dir = runs / "dmc_cartpole-swingup" / "seed0"
+    cases = [
+        (["--runs-dir", "", "--out-dir", str(out)], "--runs-dir the output folder is empty"),
+        (["--runs-dir", str(runs), "--out-dir", ""], "--out-dir the output folder is empty"),
+        (["--budget-json", str(budget), "--runs-dir", str(runs), "--out-dir", str(out)], f"--budget-json {budget}"),
+        (["--task", "../../../x", "--runs-dir", str(runs), "--out-dir", str(out)], "cannot be part of a path"),
+    ]
+    for argv, words in cases:
+        assert official.cli([*common, *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("run.py: error: ") and words in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["budget.json"]  # nothing created, here or in the cwd
+    seed_dir.mkdir(parents=True)
+    victim = _victim(tmp_path)
+    (seed_dir / "run.log").symlink_to(victim)
+    assert official.cli([*common, "--runs-dir", str(runs), "--out-dir", str(out)]) == 2
+    assert "symbolic link inside the run folder" in capsys.readouterr().err
+    (seed_dir / "run.log").unlink()
+    for damaged in (b"\xff", b"[1]", b'{"env_steps_total": "abc"}'):
+        (seed_dir / "done.json").write_bytes(damaged)
+        assert official.cli([*common, "--runs-dir", str(runs), "--out-dir", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "done.json is damaged" in err and "delete it and rerun" in err, err
+    (seed_dir / "done.json").unlink()
+    event = '{"env_steps": 10, "score": 1.5, "train_steps": 0, "wall_s": 1.0, "success": null}\n'
+    for events, code in (('{"x": 1}\n', 2), ('{"env_steps": "abc", "score": 1}\n', 2), (event, 0)):
+        (seed_dir / "events.jsonl").write_text(events)
+        assert official.cli([*common, "--runs-dir", str(runs), "--out-dir", str(out)]) == code
+        err = capsys.readouterr().err
+        assert ("events.jsonl line 1 is not an official episode event" in err) == (code == 2), err
+    assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--out", ""], "--out is empty"), (["--runs", ""], "--runs is empty"),
+    (["--train-ratio", "nan"], "--train-ratio nan"), (["--train-ratio", "1e9"], "--train-ratio 1000000000.0"),
+    (["--seeds", "-1"], "--seeds -1"), (["--seeds", "0", "0"], "--seeds 0 0"),
+    (["--task", "../../x"], "--task '../../x' cannot be part of a path"),
+])
+def test_learning_curve_flags_are_checked_before_any_path(flags: list[str], words: str,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    """`--out ''` used to fall back to the repo's own docs/learning_curves file and replot it."""
+    from benchmarks import learning_curve as lc
+
+    with pytest.raises(SystemExit) as exit_:
+        lc.parse_args(["--plot-only", *flags])
+    assert exit_.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["-m", "llm_side.cli", "compare", "--out", ""], ["-m", "llm_side.cli", "alfworld-pipeline", "--out", ""],
+    ["-m", "llm_side.cli", "sweep-tau", "--out", ""], ["-m", "muse_jax.cli", "compare", ".", "--out", ""],
+    ["benchmarks/table1.py", "add", "--out", ""], ["benchmarks/regulation_effect.py", "--out", ""],
+    ["benchmarks/random_policy_tasks.py", "--out", ""], ["benchmarks/wm_throughput.py", "--out", ""],
+    ["benchmarks/regulation_scaling.py", "--out", ""], ["benchmarks/collect_overhead.py", "--out", ""],
+    ["benchmarks/adapt_tasks.py", "--workdir", ""],
+])
+def test_an_empty_out_flag_is_refused_not_the_current_folder(tmp_path: Path, argv: list[str]) -> None:
+    """`type=Path` made `--out ''` the current folder: `muse-llm compare/alfworld-pipeline/sweep-tau` ran their
+    agents into wherever they were started. Every such flag is `arg_parser.path_arg` now."""
+    import os
+    import subprocess
+    import sys
+
+    script = [str(ROOT / argv[0]), *argv[1:]] if argv[0].endswith(".py") else argv
+    proc = subprocess.run([sys.executable, *script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "argument --" in proc.stderr and "is empty ('')" in proc.stderr, proc.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_empty_output_folder_is_refused() -> None:
@@ -388,9 +491,33 @@ def test_muse_llm_run_against_a_broken_server_records_nothing(stub: str, tmp_pat
                "--max-steps", "3", "--model", f"openai:{stub}:m", "--out", str(out), "--no-progress", timeout=180,
                env={"MUSE_LLM_HTTP_RETRIES": "1"})
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert stub in error_line(proc.stderr, "muse-llm")
+    line = error_line(proc.stderr, "muse-llm")
+    assert stub in line and "Nothing was recorded" in line and "the model may not" in line, line
     episodes = out / "episodes.jsonl"
     assert not episodes.exists() or episodes.read_text() == ""
+
+
+def test_a_transport_error_of_any_backend_is_one_line_that_says_how_to_resume(
+        capsys: pytest.CaptureFixture) -> None:
+    """http.client errors are no OSError: from a backend other than the OpenAI client they ended in a traceback."""
+    import http.client
+
+    from llm_side.backends.openai_compat import BackendUnavailable
+    from llm_side.run_spec import run_command
+
+    def cut() -> int:
+        raise http.client.IncompleteRead(b"x", 10)
+
+    assert run_command("run", cut) == 2
+    line = error_line(capsys.readouterr().err, "muse-llm")
+    assert "IncompleteRead" in line and "rerun the same command to resume" in line, line
+
+    def unavailable() -> int:
+        raise BackendUnavailable("server at http://x/v1 failed; fix --model openai:URL:MODEL.")
+
+    assert run_command("run", unavailable) == 2
+    line = error_line(capsys.readouterr().err, "muse-llm")
+    assert "URL may change on resume, the model may not" in line, line
 
 
 @pytest.mark.parametrize(("var", "value"), [("MUSE_LLM_HTTP_RETRIES", "1e9"), ("MUSE_LLM_HTTP_RETRIES", "1000000000"),
@@ -541,6 +668,30 @@ def test_damaged_checkpoint_record_is_named(tmp_path: Path, content: bytes) -> N
     assert "delete" in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("swapped", ["checkpoints", "an entry inside"])
+def test_a_link_made_in_the_run_folder_mid_run_stops_the_next_checkpoint(tmp_path: Path, swapped: str) -> None:
+    """The lock refuses links when a run starts; a link made while it runs (the checkpoints folder swapped for a
+    link to elsewhere: orbax wrote the next steps there) is refused by the next save, which writes nothing."""
+    from flax import nnx
+
+    from muse_jax.checkpoint import Checkpointer
+
+    state = nnx.state(nnx.Linear(2, 2, rngs=nnx.Rngs(0)))
+    folder, elsewhere = tmp_path / "run" / "checkpoints", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with Checkpointer(folder, keep=3) as ckpt:
+        ckpt.save(1, state)
+        if swapped == "checkpoints":
+            folder.rename(tmp_path / "run" / "moved")
+            folder.symlink_to(elsewhere, target_is_directory=True)
+        else:
+            (folder / "2").symlink_to(elsewhere, target_is_directory=True)
+        with pytest.raises(files.UnsafePath, match="checkpoint step 2 not written: .*symbolic link") as err:
+            ckpt.save(2, state)
+    assert "\n" not in str(err.value)
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_checkpoints_a_file_is_one_line(tmp_path: Path) -> None:
     from muse_jax.checkpoint import Checkpointer
     from muse_jax.errors import CheckpointError
@@ -576,6 +727,35 @@ def test_a_full_disk_under_tensorboard_names_the_folder_and_leaves_no_writer(tmp
         logger.write({"step": 1, "loss": 0.5})
     assert err.value.filename == str(tmp_path / "tb") and logger._tb is None
     logger.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_full_disk_in_tensorboards_writer_thread_stops_in_one_line_without_a_hang(
+        tmp_path: Path, capfd: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tensorboardX writes its events in a thread: on a full disk that thread died with a traceback, and its
+    queue (10 events) then filled up, so a later `add_scalar` waited forever. Now the next `write` raises the
+    thread's error named after the folder, and nothing is printed."""
+    import errno
+    import os
+    import time
+
+    import tensorboardX.record_writer as record_writer
+
+    from muse_jax.run_log import RunLogger
+
+    logger = RunLogger(tmp_path, total=1)
+
+    def full(self: object, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(record_writer.RecordWriter, "write", full)
+    with pytest.raises(OSError) as err:
+        for step in range(1000):  # the thread dies on its first event; a later write() raises its error
+            logger.write({"step": step, "loss": 0.5})
+            time.sleep(0.01)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(tmp_path / "tb"), err.value
+    logger.close()
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_learning_curve_cleans_its_file_when_a_command_starts(tmp_path: Path) -> None:

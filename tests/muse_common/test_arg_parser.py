@@ -47,4 +47,5 @@ def test_benchmark_own_checks_are_one_line(capsys):
 
     line = _usage_error(capsys, lambda: parse_args(["--suite", "dmc", "--task", "cartpole-swingup",
                                                     "--train-ratio", "0"]))
-    assert line == "learning_curve.py: error: --train-ratio must be > 0 (see learning_curve.py --help)"
+    assert line == ("learning_curve.py: error: --train-ratio 0.0: give a number above 0 and at most 4096 "
+                    "(see learning_curve.py --help)")
