@@ -2,9 +2,12 @@
 compilation cache shared by every test process (the CLI tests start subprocesses that would each
 recompile the same train step)."""
 
+import gc
 import os
 import tempfile
 from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(tempfile.gettempdir()) / "muse-jax-tests-xla-cache"))
 try:  # the suite's own process compiles without that cache; its subprocesses inherit the variable and use it
@@ -18,3 +21,21 @@ except ImportError:  # an install without the world-model extra
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MUSE_LLM_MODEL", "smollm2")  # the installed test model; qwen0.5b is the `models` extra
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_code_after_each_module():
+    """Drop every compiled XLA executable when a test module ends.
+
+    Why: each CPU executable holds a handful of memory mappings, and the kernel allows 65,530 per
+    process (`vm.max_map_count`). The whole suite compiles thousands of programs in one process, and
+    at ~96% of it XLA's compiler aborted or segfaulted in two fresh-clone CI runs (never in a module
+    run alone). Releasing the jit caches between modules keeps the mapping count bounded.
+    """
+    yield
+    try:
+        import jax
+    except ImportError:
+        return
+    jax.clear_caches()
+    gc.collect()
