@@ -1,11 +1,14 @@
 #!/bin/bash
 # Seeds of MUSE Table 1 at the `small` config on a lent GPU (device tool), MUSE and Dreamer-v3 side by
-# side: pre-train both agents for every seed in SEEDS (2 x len(SEEDS) processes share the GPU), adapt
-# each to the novel tasks, compare. Nothing is carried between calls: each seed's run folders' records
-# come back in $OUT/table1_seed$SEED.tar.gz, which `python -m benchmarks.table1 add` turns into
+# side: pre-train each agent's seeds in SEEDS in one process (`muse-wm pretrain --seeds`, one vmapped
+# train step for all seeds, muse_jax/loops/seeds.py; the two agents' processes share the GPU), adapt each
+# seed's checkpoint to the novel tasks (one process per seed and agent), compare. Each seed's run folders
+# are $RUNS/seed$SEED/{muse,dreamer} (links to the pre-training's $RUNS/pretrain/AGENT/seed$SEED), as
+# `python -m benchmarks.table1 add` reads them. Nothing is carried between calls: each seed's run folders'
+# records come back in $OUT/table1_seed$SEED.tar.gz, which `python -m benchmarks.table1 add` turns into
 # committed JSON lines. Run from the repo root with the
 # wheels of mujoco, gymnasium, metaworld (textures shrunk), glfw, tensorboardX, farama-notifications in
-# .gpu/whl (carry it). Dry-run on CPU: SEED=0 SET="model.size=nano train.env_steps=600 ..." bash ...
+# .gpu/whl (carry it). Dry-run on CPU: SEEDS="0 1" CONFIG=smoke SET="adapt.episodes=1" bash ...
 # Usage: SEEDS="0 1 2" bash benchmarks/gpu_table1.sh
 set -u
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
@@ -13,6 +16,9 @@ SEEDS=${SEEDS:-${SEED:-0}}; CONFIG=${CONFIG:-small}; PRE_S=${PRE_S:-330}; ADAPT_
 read -ra seeds <<< "$SEEDS"; MEM=$(python3 -c "print(round(0.9 / (2 * ${#seeds[@]}), 3))")
 OUT=${OUT:-/tmp/out}; RUNS=${RUNS:-/tmp/runs}; mkdir -p "$OUT"
 for seed in "${seeds[@]}"; do mkdir -p "$RUNS/seed$seed"; done
+# `pretrain --seeds` writes one folder per seed, LOGDIR/seed<K> (with one seed, LOGDIR itself): the link
+# $RUNS/seed$K/AGENT -> ../pretrain/AGENT/seed$K, relative so that a relative $RUNS works too
+seed_run() { if (( ${#seeds[@]} > 1 )); then echo "../pretrain/$1/seed$2"; else echo "../pretrain/$1"; fi; }
 export PYTHONUNBUFFERED=1 MUJOCO_GL=disable TF_CPP_MIN_LOG_LEVEL=2
 if [[ -d ${WHL:-.gpu/whl} ]]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -24,12 +30,16 @@ PY=${PY:-python3}
   $PY -c "import jax, flax, optax, mujoco, metaworld; print('jax', jax.__version__, 'flax', flax.__version__, jax.devices())"
 } > "$OUT/env.txt" 2>&1; cat "$OUT/env.txt"; el env
 extra=(); for s in ${SET:-}; do extra+=(--set "$s"); done
-for seed in "${seeds[@]}"; do for agent in muse dreamer; do
-  XLA_PYTHON_CLIENT_MEM_FRACTION=$MEM timeout -k 10 "$PRE_S" \
-    $PY -m muse_jax.cli pretrain --config "$CONFIG" --agent $agent --logdir "$RUNS/seed$seed/$agent" \
-    --set "train.seed=$seed" "${extra[@]}" > "$RUNS/seed$seed/pretrain_$agent.log" 2>&1 &
-done; done
+for agent in muse dreamer; do  # one process per agent, all seeds in it
+  XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout -k 10 "$PRE_S" \
+    $PY -m muse_jax.cli pretrain --config "$CONFIG" --agent $agent --logdir "$RUNS/pretrain/$agent" \
+    --seeds "${seeds[@]}" "${extra[@]}" > "$RUNS/pretrain_$agent.log" 2>&1 &
+done
 wait; el "pretrained (pass its seconds to table1 add --pretrain-wall-s)"
+for seed in "${seeds[@]}"; do for agent in muse dreamer; do  # the layout table1 add reads: seed$K/AGENT
+  ln -sfn "$(seed_run $agent "$seed")" "$RUNS/seed$seed/$agent"
+  cp "$RUNS/pretrain_$agent.log" "$RUNS/seed$seed/pretrain_$agent.log"
+done; done
 for seed in "${seeds[@]}"; do for agent in muse dreamer; do
   XLA_PYTHON_CLIENT_MEM_FRACTION=$MEM timeout -k 10 "$ADAPT_S" \
     $PY -m muse_jax.cli adapt --checkpoint "$RUNS/seed$seed/$agent" --agent $agent \

@@ -778,6 +778,100 @@ def novel_fraction_page(docs: Path) -> str:
     return "\n".join(out)
 
 
+# ------------------------------------------------------------------------------------- competence reading
+
+
+def _same_figures(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two summarized runs have the same pre-training window and adaptation figures."""
+    keys = ("pretrain_last_window", "adapt_tasks", "adapt_quantile_accuracy_against", "adapt_solved_step_share",
+            "adapt_predicted_failure_share", "adapt_predicted_failure_share_solved")
+    adapt = lambda r: {k: v for k, v in r.get("adapt", {}).items() if k != "competence_reading"}  # noqa: E731
+    return all(a.get(k) == b.get(k) for k in keys) and adapt(a) == adapt(b)
+
+
+@page("experiments/competence-reading.md", sources=("competence_reading_*.json",))
+def competence_reading_page(docs: Path) -> str:
+    """The two readings of the time to success (`model.competence_reading`) side by side: one pre-train +
+    adapt run per reading (`python -m benchmarks.competence_reading`)."""
+    out = ["# Which time to success: `steps_left` against `from_start`", "",
+           "`model.competence_reading` decides which time to success the competence labels take (MUSE §3.1.1 "
+           "leaves it open; [Self-awareness and self-regulation](../self-regulation.md)): `steps_left`, the "
+           "default, counts the steps from the current step to the episode's first success; `from_start` takes "
+           "the first success's step index from the episode start. psi_1 is the same under both; psi_2..psi_N, "
+           "the competence sum and the quantile accuracy are not. Each run is scored against its own reading; "
+           "the quantile accuracy of the adaptation episodes is also rescored against the other reading.", ""]
+    for path in sorted(docs.glob("competence_reading_*.json")):
+        d = json.loads(path.read_text())
+        runs = d["runs"]
+        names = list(runs)
+        pre = {n: runs[n]["pretrain_last_window"] for n in names}
+        ad = {n: runs[n]["adapt"] for n in names}
+        solved = {n: round((ad[n].get("success_rate") or 0) * (ad[n].get("episodes") or 0)) for n in names}
+        vs = lambda vals: " vs ".join(vals)  # noqa: E731
+        in_solved = {n: runs[n].get("adapt_predicted_failure_share_solved") for n in names}
+        failed_steps = {n: 1 - runs[n]["adapt_solved_step_share"] for n in names
+                        if runs[n].get("adapt_solved_step_share") is not None}
+        shows = (f"Scored against its own reading, the last pre-training window's AUROC is "
+                 f"{vs(fmt(pre[n].get('sa/auroc'), 2) for n in names)} ({vs(names)}), with "
+                 f"{vs(fmt(int(pre[n].get('sa/successes') or 0)) for n in names)} successes in "
+                 f"{fmt(int(pre[names[0]].get('sa/episodes') or 0))} episodes; on the novel tasks it is "
+                 f"{vs(fmt(ad[n].get('sa_auroc'), 2) for n in names)} over "
+                 f"{vs(str(solved[n]) for n in names)} solved episode(s) of {fmt(ad[names[0]].get('episodes'))}.")
+        if in_solved and all(v == 1.0 for v in in_solved.values()):
+            heads = "Both heads" if len(names) == 2 else "Every head"
+            shows += (f" {heads} predicted failure (quantile class 0) at every step of every solved adaptation "
+                      "episode, so the adaptation accuracies mostly count the failed episodes' steps ("
+                      + vs(f"{fmt(100 * failed_steps[n], 0)}%" for n in names if n in failed_steps)
+                      + " of the steps).")
+        shows += " The runs diverge once their labels differ, so they are scored on different episodes."
+        shows += " One seed: a measurement, not a conclusion."
+        walls = "; ".join(f"{n}: " + ", ".join(f"{stage} {t['wall_s']} s" for stage, t in runs[n].get("times",
+                                                                                                          {}).items())
+                          for n in names if runs[n].get("times"))
+        rows = [
+            [f"pre-training, last window ({fmt(int(pre[names[0]].get('sa/episodes') or 0))} episodes): AUROC",
+             *(fmt(pre[n].get("sa/auroc"), 2) for n in names)],
+            ["accuracy (psi_1 > 1/2)", *(fmt(pre[n].get("sa/accuracy"), 2) for n in names)],
+            ["quantile accuracy (own reading)", *(fmt(pre[n].get("sa/quantile_accuracy"), 2) for n in names)],
+            ["successes in the window", *(fmt(int(pre[n].get("sa/successes") or 0)) for n in names)],
+            [f"adaptation ({len(runs[names[0]].get('adapt_tasks', []))} novel tasks, "
+             f"{fmt(ad[names[0]].get('episodes'))} episodes): AUROC", *(fmt(ad[n].get("sa_auroc"), 2) for n in names)],
+            ["accuracy", *(fmt(ad[n].get("sa_accuracy"), 2) for n in names)],
+            ["quantile accuracy (own reading)", *(fmt(ad[n].get("sa_quantile_accuracy"), 2) for n in names)],
+            *([f"quantile accuracy against `{other}`",
+               *(fmt(runs[n].get("adapt_quantile_accuracy_against", {}).get(other), 2) for n in names)]
+              for other in names),
+            ["success rate", *(fmt(ad[n].get("success_rate"), 2) for n in names)],
+            ["solved episodes", *(str(solved[n]) for n in names)],
+            ["share of the steps in solved episodes", *(fmt(runs[n].get("adapt_solved_step_share"), 2) for n in names)],
+            ["share of the solved episodes' steps predicted failure (class 0)",
+             *(fmt(runs[n].get("adapt_predicted_failure_share_solved"), 2) for n in names)],
+        ]
+        task_rows = [[f"`{n}`", t["task"], fmt(t.get("success_rate"), 2), fmt(t.get("sa_auroc"), 2),
+                      fmt(t.get("sa_accuracy"), 2), fmt(t.get("sa_quantile_accuracy"), 2)]
+                     for n in names for t in runs[n].get("adapt_tasks", [])]
+        command = "\n".join(f"{c}  # {n}" for n in names for c in runs[n].get("commands", {}).values()) \
+            + "\n" + d["made_by"]
+        out += [f"## {d.get('config', path.stem)}: {d.get('agent', 'muse')}, seed {d.get('seed')}", "",
+                about(command=command, machine=d.get("machine", "not recorded")
+                      + (f" (wall times {walls})" if walls else ""),
+                      budget=f"the `{d.get('config')}` config, pre-train then adapt, the same for every reading",
+                      seeds=f"{d.get('seed')} (one run per reading)", shows=shows, data=f"`docs/{path.name}`"),
+                table(["", *(f"`{n}`" for n in names)], rows), "",
+                "Per novel task (adaptation):", "",
+                table(["reading", "task", "success rate", "AUROC", "accuracy", "quantile accuracy"], task_rows), ""]
+        refs = d.get("references") or {}
+        for label, ref in refs.items():
+            same = [n for n in names if runs[n].get("reading") == ref.get("reading") and _same_figures(runs[n], ref)]
+            out += [f"The reference `{label}` ({ref.get('reading')}, an earlier run folder) "
+                    + (f"has the same figures, figure for figure, as the `{same[0]}` run here." if same else
+                       "differs from the runs here."), ""]
+        notes = [x for x in d.get("notes", []) if not x.startswith("one seed")]
+        if notes:
+            out += ["Notes recorded with the data:", "", *(f"- {x}" for x in notes), ""]
+    return "\n".join(out)
+
+
 # ------------------------------------------------------------------------------------------ README block
 
 

@@ -1,8 +1,9 @@
 """MUSE Table 1 over seeds: committed runs in, the table with 95% intervals and paired tests out.
 
 Why: one run of 20 episodes per task cannot tell MUSE from Dreamer-v3; a claim needs seeds, intervals
-and a paired comparison. `add` turns the run folders of one seed (`benchmarks/gpu_table1.sh` or
-`muse-wm pretrain` + `adapt` by hand) into one JSON line per agent in a committed file; the docs page
+and a paired comparison. `add` turns the run folders of one seed, RUNS/muse and RUNS/dreamer with adapt/ in
+each (`benchmarks/gpu_table1.sh`'s RUNS/seed<K>, or `muse-wm pretrain` + `adapt` by hand; a `pretrain --seeds`
+folder DIR/seed<K> is one agent's run folder), into one JSON line per agent in a committed file; the docs page
 `experiments/table1.md` is generated from those lines (`benchmarks/pages.py`).
 
 - Intervals: a two-level bootstrap (resample seeds, then episodes within each seed), 2000 draws, seeded,

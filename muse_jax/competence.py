@@ -13,13 +13,8 @@ Reading (MUSE §3.1.1 leaves it open), the config's `model.competence_reading`:
 psi_1 ("succeeds within the time limit") is identical under both, so Table 1's accuracy target is too;
 psi_2..psi_N, the competence sum's AUROC and the quantile accuracy differ.
 
-Measured on one run each (quickstart, MUSE, seed 0, 2 shared CPU cores; docs/competence_reading_quickstart.json,
-docs/self-regulation.md), steps_left vs from_start, each scored against its own reading: last pre-training
-window (64 episodes) AUROC 0.79 vs 0.74, accuracy 0.96 vs 0.93, quantile accuracy 0.96 vs 0.92 (3 vs 5
-successes); adaptation (10 episodes) AUROC 0.22 vs 0.52, accuracy 0.65 vs 0.89, quantile accuracy 0.63 vs
-0.88, success rate 0.2 vs 0.1. Both heads predicted failure at every step of every solved adaptation
-episode, so the adaptation accuracies mostly count failed-episode steps (80% vs 90% of them). One seed: a
-measurement, not a conclusion.
+Measured on one run each (quickstart, MUSE, seed 0; docs/competence_reading_quickstart.json), the figures on
+docs/experiments/competence-reading.md, generated from that file. One seed: a measurement, not a conclusion.
 """
 
 from __future__ import annotations

@@ -54,6 +54,22 @@ def test_a_changed_json_line_makes_its_page_stale(tmp_path: Path) -> None:
     assert pages.write(docs) and pages.stale(docs) == []
 
 
+def test_the_competence_reading_page_is_made_from_its_json(tmp_path: Path) -> None:
+    """docs/self-regulation.md links the two readings' figures; they live on a generated page, so a changed
+    figure in docs/competence_reading_quickstart.json without a regenerated page fails the check."""
+    assert "experiments/competence-reading.md" in pages.PAGES
+    assert "experiments/competence-reading.md" in (REPO / "docs" / "self-regulation.md").read_text()
+    docs = tmp_path / "docs"
+    shutil.copytree(REPO / "docs", docs)
+    shutil.copy2(README, tmp_path / "README.md")
+    data = docs / "competence_reading_quickstart.json"
+    d = json.loads(data.read_text())
+    d["runs"]["from_start"]["adapt"]["sa_auroc"] = 0.123
+    data.write_text(json.dumps(d, indent=1) + "\n")
+    assert pages.stale(docs) == ["docs/experiments/competence-reading.md"]
+    assert "| 0.12 |" in pages.render_pages(docs)["experiments/competence-reading.md"]
+
+
 def test_report_docs_check_cli(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "benchmarks.report", "docs", "--check"], cwd=REPO,
                           capture_output=True, text=True, timeout=300)

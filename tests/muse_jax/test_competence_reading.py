@@ -9,6 +9,7 @@ from collections import deque
 
 import numpy as np
 import pytest
+from episode_helpers import make_episode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,18 +82,8 @@ def test_property_psi1_identical_and_steps_left_labels_dominate(success, extra, 
     np.testing.assert_array_equal(t_true, start.sum(-1))
 
 
-def make_episode(length: int, success_at: int | None) -> tuple[dict, np.ndarray]:
-    ep = {"proprio": np.zeros((length, 3), np.float32), "task_id": np.ones(length, np.int32),
-          "action": np.zeros((length, 4), np.float32), "reward": np.zeros(length, np.float32),
-          "is_first": np.arange(length) == 0, "is_terminal": np.zeros(length, bool)}
-    success = np.zeros(length, bool)
-    if success_at is not None:
-        success[success_at:] = True
-    return ep, success
-
-
 def test_replay_and_collector_episodes_store_the_labels_of_the_reading():
-    ep, success = make_episode(6, 3)
+    ep, success = make_episode(6, success_at=3)
     for reading, want in (("steps_left", [3, 2, 1, 0, 0, 0]), ("from_start", [3] * 6)):
         r = Replay(100, 4, seed=0)
         r.add_episode(ep, success, reading=reading)
@@ -110,7 +101,7 @@ def test_replay_and_collector_episodes_store_the_labels_of_the_reading():
 def test_pretraining_stores_episodes_with_the_configured_reading():
     """`_Pretraining.store_episodes` (the pre-training loop's callback) labels by `model.competence_reading`."""
     cfg = load_config("smoke", {"model.competence_reading": "from_start"})
-    ep, success = make_episode(6, 2)
+    ep, success = make_episode(6, success_at=2)
     host = types.SimpleNamespace(cfg=cfg, replay=Replay(100, 4, seed=0), window=[], recent=deque(maxlen=4),
                                  counters={"episodes": 0}, driver=None)
     tick = types.SimpleNamespace(episodes=[Episode("reach-v3", ep, success, np.zeros(6), np.zeros(6))], faults=[])

@@ -4,23 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from episode_helpers import make_episode
 
 from muse_jax.replay import Replay, pack_episodes, step_bytes, unpack_episodes
-
-
-def make_episode(length: int, tag: float, success_at: int | None = None, proprio: int = 3) -> tuple[dict, np.ndarray]:
-    ep = {
-        "proprio": np.full((length, proprio), tag, np.float32) + np.arange(length, dtype=np.float32)[:, None],
-        "task_id": np.full(length, 1, np.int32),
-        "action": np.zeros((length, 4), np.float32),
-        "reward": np.full(length, tag, np.float32),
-        "is_first": np.arange(length) == 0,
-        "is_terminal": np.zeros(length, bool),
-    }
-    success = np.zeros(length, bool)
-    if success_at is not None:
-        success[success_at:] = True
-    return ep, success
 
 
 def test_pack_and_unpack_episodes_round_trip_and_keep_only_common_keys():
