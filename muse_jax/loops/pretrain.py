@@ -240,7 +240,8 @@ class _Pretraining:
         cfg, driver = self.cfg, self.driver
         act = lambda env_step: (parallel.host_local(driver.state),
                                 "random" if env_step < cfg.train.prefill else act_mode)
-        loop = RunLoop(self.collector, act, self.counters["env_steps"], self.collector.num_envs)
+        loop = RunLoop(self.collector, act, self.counters["env_steps"], self.collector.num_envs,
+                       overlap=cfg.train.overlap_collect)
         loop.on_step(self.store_episodes)
         loop.on_step(self.train, clock=self.ready_to_train)
         loop.mark("trained")  # several seeds in lockstep (loops/seeds.py) train together here
