@@ -220,8 +220,8 @@ class TrainDriver:
         """Gradient steps until `due` is reached; returns how many ran. Metrics are not read back; the
         previous calls' training posteriors are written back into replay first, when a step is due (a
         call with none due leaves them queued, so it does not wait for the device: the next batch or
-        checkpoint reads replay after them either way, and an episode evicted in between is skipped as
-        it would have been). A Replay is read as `replay_batches(replay)`."""
+        checkpoint reads replay after them either way, and an episode evicted in between, which they
+        skip, is read by nothing). A Replay is read as `replay_batches(replay)`."""
         if isinstance(source, Replay):
             source = self.replay_batches(source)
         if self.train_steps >= due:

@@ -156,3 +156,21 @@ def test_overlapped_pretraining_resumes_after_a_stop_the_same_way_twice(runs):
     assert [x["step"] for x in lines] == sorted({x["step"] for x in lines})
     # the resumed run acted afresh after the stop (new episodes, a fresh policy carry): not the unbroken run
     assert not all(np.array_equal(x, y) for x, y in zip(state, out["a"][0], strict=True))
+
+
+@pytest.mark.slow
+def test_pretraining_builds_its_loop_with_the_setting(tmp_path, monkeypatch):
+    from muse_jax.loops import pretrain as pre
+
+    seen: list[bool] = []
+
+    class RecordingLoop(RunLoop):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            seen.append(self.overlap)
+
+    monkeypatch.setattr(pre, "RunLoop", RecordingLoop)
+    for on in ("false", "true"):
+        pre._pretrain(load_config("smoke", [f"train.overlap_collect={on}"]), tmp_path / on, stop_at=4,
+                      echo=lambda s: None)
+    assert seen == [False, True]
