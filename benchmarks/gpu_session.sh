@@ -7,7 +7,8 @@
 # Why a script: GPU machines come in short leases, bare, without a package registry. This installs the
 # wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
-# size1m and size12m, float32 and bfloat16, and, with time left, the scan-unroll settings. When the official
+# size1m and size12m, float32 and bfloat16, and, with time left, a learning run's updates/s against its train
+# step (benchmarks/collect_overhead.py --loop) and the scan-unroll settings. When the official
 # DreamerV3 source (.official/dreamer-3.3.1, fetched by benchmarks/official/setup.sh) and its
 # requirements (wheels in .whl/official/, see benchmarks/gpu_prepare.sh) were carried, the official side
 # runs in the same process pairs (ratios in one run); else this project's side runs alone and the
@@ -96,6 +97,15 @@ for dtype in float32 bfloat16; do
     run "$size $dtype" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype "$dtype" "${OFFICIAL[@]}"
   done
 done
+# a learning run's updates/s against its own train step, with and without train.overlap_collect (docs/speed.md,
+# "Acting while training"; needs Meta-World on the machine), with the time left
+LOOP=(--config quickstart --set model.size=size1m --set train.train_ratio=512 --updates 40); LOOP_S=120
+[ $DRY = 1 ] && LOOP=(--config smoke --updates 5) && LOOP_S=150
+if ! "$PY" -c "import metaworld, gymnasium" >>"$LOG" 2>&1; then say "skip the learning loop: no Meta-World here"
+elif [ "$(left)" -lt $LOOP_S ]; then say "skip the learning loop: $(left) s left, needs ~$LOOP_S s"
+else say "run the learning loop"; timeout "$(left)" "$PY" benchmarks/collect_overhead.py --loop "${LOOP[@]}" \
+  --out "$OUTDIR/collect_overhead_loop.jsonl" >>"$LOG" 2>&1 || say "learning loop failed or timed out (exit $?; see log)"
+fi
 # the scan-unroll settings (docs/speed.md), this project's side alone, with the time left
 for s in "model.observe_unroll=8 behavior.imag_unroll=15" "model.observe_unroll=64 behavior.imag_unroll=15"; do
   sets=(); for kv in $s; do sets+=(--set "$kv"); done

@@ -40,7 +40,7 @@ was refused with the prior z have on: `closed_loop`); every other key must match
 KEYS_ADDED_WITH_OLD_BEHAVIOUR: dict[str, Any] = {
     "replay.online": False, "model.hidden_bias": False, "replay.unfinished": False,
     "behavior.split_policy_out": False, "model.observe_unroll": 1, "behavior.imag_unroll": 1,
-    "model.competence_reading": "steps_left"}
+    "model.competence_reading": "steps_left", "train.overlap_collect": False}
 """Settings added after runs were saved, with the value that reproduces what the code did before they
 existed: a saved config that lacks one of them counts as holding this value on resume (a key added with a
 new behaviour as its default is not listed, so an older run is refused rather than resumed differently)."""

@@ -372,6 +372,15 @@ class TrainConfig:
     """Env steps between checkpoints."""
     keep_checkpoints: int = setting(2, at_most(1_000, "checkpoints kept on disk"), integer_at_least(1))
     """Checkpoints kept on disk."""
+    overlap_collect: bool = False
+    """Act while the learner trains (DreamerV3's driver acts with parameters a little behind the learner's):
+    right after each env step the policy for the next step is dispatched with the learner state of that
+    moment, before that step's train steps, so the envs step while the train steps run on the device.
+    When the policy's parameters are refreshed: the step acting at loop tick k uses the learner state after
+    the train calls of ticks 0..k-2 (one train call staler than without overlap, where it is ticks 0..k-1);
+    the first tick of a run and the first after a resume act with the state at hand (the restored one).
+    Deterministic for a seed, resumes like any run. Off by default: the figures in docs/experiments were
+    measured without it (docs/speed.md, "Acting while training", has the speed it buys)."""
     seed: int = setting(0, Allowed(lambda v, _: 0 <= v < 2**31, "an integer from 0 to 2147483647"))
     """Global seed."""
 

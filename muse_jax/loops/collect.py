@@ -88,6 +88,7 @@ class Collector:
         self.num_envs = self.venv.num_envs
         self.act_dim = int(self.venv.single_action_space.shape[0])
         self._key = jax.random.key(seed)
+        self._next: tuple | None = None  # the policy's outputs for the next step, dispatched by `prefetch`
         self._start()
 
     def _start(self) -> None:
@@ -120,12 +121,32 @@ class Collector:
         self.venv = self._make_venv(self._seed + 101 * len(self.faults))
         self._start()
 
-    def step(self, state: Any, mode: str) -> list[Episode]:
-        """One env step in every env; returns the episodes that finished with this step."""
-        obs = self._obs
-        agent_obs = {k: obs[k] for k in AGENT_OBS_KEYS if k in obs}
+    @property
+    def prefetched(self) -> bool:
+        """True when `prefetch` has dispatched the policy for the next step."""
+        return self._next is not None
+
+    def prefetch(self, state: Any, mode: str) -> None:
+        """Dispatch the policy for the next step now, on the current observations, without waiting for it;
+        the next `step` acts with it (whatever state it is given). JAX runs it asynchronously: work
+        dispatched after it (train steps) does not delay it, and the host is free to go on."""
+        self._next = self._policy(state, mode)
+
+    def _policy(self, state: Any, mode: str) -> tuple:
+        agent_obs = {k: self._obs[k] for k in AGENT_OBS_KEYS if k in self._obs}
         self._key, sub = jax.random.split(self._key)
-        action, self.carry, info = self.policy(state, self.carry, agent_obs, sub, mode)
+        return self.policy(state, self.carry, agent_obs, sub, mode)
+
+    def step(self, state: Any = None, mode: str | None = None) -> list[Episode]:
+        """One env step in every env; returns the episodes that finished with this step. The policy acts
+        with `state` in `mode`, or, after `prefetch`, with what was dispatched there."""
+        obs = self._obs
+        if self._next is not None:
+            (action, self.carry, info), self._next = self._next, None
+        elif mode is None:
+            raise ValueError("Collector.step: give the policy's state and mode (nothing was prefetched)")
+        else:
+            action, self.carry, info = self._policy(state, mode)
         action = np.asarray(action, np.float32)
         has_latent = isinstance(self.carry, dict) and "deter" in self.carry and "stoch" in self.carry
         if has_latent:  # the filtering posterior after observing t, never a regulated state (agent.policy_step)

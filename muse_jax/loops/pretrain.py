@@ -26,6 +26,9 @@ one); the later steps are moved aside to `logdir/checkpoints_set_aside/`, not de
 Train metrics stay on the device between log points (`train_driver.DeviceMetrics`): no per-step
 host sync. A NaN/inf loss stops the run at the next log point or checkpoint, naming the loss and the
 train step it first appeared at; no checkpoint is written after it, so the last good one stays.
+With `train.overlap_collect` the next env step's policy is dispatched before each tick's train steps
+(`RunLoop` overlap), so the envs step while training runs and the policy acts with the learner state
+one train call staler (the setting's docstring states exactly which).
 """
 
 from __future__ import annotations
@@ -240,7 +243,8 @@ class _Pretraining:
         cfg, driver = self.cfg, self.driver
         act = lambda env_step: (parallel.host_local(driver.state),
                                 "random" if env_step < cfg.train.prefill else act_mode)
-        loop = RunLoop(self.collector, act, self.counters["env_steps"], self.collector.num_envs)
+        loop = RunLoop(self.collector, act, self.counters["env_steps"], self.collector.num_envs,
+                       overlap=cfg.train.overlap_collect)
         loop.on_step(self.store_episodes)
         loop.on_step(self.train, clock=self.ready_to_train)
         loop.mark("trained")  # several seeds in lockstep (loops/seeds.py) train together here

@@ -49,11 +49,17 @@ class RunLoop:
 
     `act(env_step) -> (learner state, policy mode)` gives the policy its weights and mode for the next
     step; `env_step` is the counter the run resumes from, advanced by `steps_per_tick` per step (the
-    number of envs in pre-training; one per task in adaptation, which counts each task's own steps)."""
+    number of envs in pre-training; one per task in adaptation, which counts each task's own steps).
+
+    `overlap` (pre-training's `train.overlap_collect`): right after each env step, `act` is asked for the
+    next step's weights and the policy is dispatched at once (`Collector.prefetch`), before the callbacks
+    dispatch this tick's train steps, so the next tick's actions do not wait for them and the envs step
+    while they run. The policy acting at tick k then has the weights after the callbacks of ticks 0..k-2
+    (without overlap: 0..k-1); the first tick of the loop asks `act` at its start, as without overlap."""
 
     def __init__(self, collector: Collector, act: Callable[[int], tuple[Any, str]], env_step: int,
-                 steps_per_tick: int) -> None:
-        self.collector, self.act = collector, act
+                 steps_per_tick: int, overlap: bool = False) -> None:
+        self.collector, self.act, self.overlap = collector, act, overlap
         self.env_step, self.steps_per_tick = env_step, steps_per_tick
         self._callbacks: list[tuple[Callable[[Tick], Any] | None, Callable[[Tick], Any]]] = []
         self._marks: dict[str, int] = {}
@@ -89,8 +95,13 @@ class RunLoop:
     def collect(self) -> Tick:
         """Step every env once and advance the counter: the tick the callbacks are then given."""
         n_faults = len(self.collector.faults)
-        episodes = self.collector.step(*self.act(self.env_step))
+        if self.overlap and self.collector.prefetched:
+            episodes = self.collector.step()
+        else:
+            episodes = self.collector.step(*self.act(self.env_step))
         self.env_step += self.steps_per_tick
+        if self.overlap:  # the next step's policy, before this tick's train steps (see the class docstring)
+            self.collector.prefetch(*self.act(self.env_step))
         return Tick(self.env_step, episodes, self.collector.faults[n_faults:])
 
     def dispatch(self, tick: Tick, after: str | None = None, until: str | None = None) -> None:

@@ -218,10 +218,14 @@ class TrainDriver:
 
     def train(self, source: Batches | Replay, due: int) -> int:
         """Gradient steps until `due` is reached; returns how many ran. Metrics are not read back; the
-        previous call's training posteriors are written back into replay first (by then the device has
-        computed them, so this does not stall dispatch). A Replay is read as `replay_batches(replay)`."""
+        previous calls' training posteriors are written back into replay first, when a step is due (a
+        call with none due leaves them queued, so it does not wait for the device: the next batch or
+        checkpoint reads replay after them either way, and an episode evicted in between, which they
+        skip, is read by nothing). A Replay is read as `replay_batches(replay)`."""
         if isinstance(source, Replay):
             source = self.replay_batches(source)
+        if self.train_steps >= due:
+            return 0
         self.flush_context()
         n = 0
         while self.train_steps < due and source.can_sample():

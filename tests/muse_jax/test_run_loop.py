@@ -146,8 +146,9 @@ class RecordingBatches:
 
 @pytest.mark.parametrize("kind", ["data_parallel", "task_stacked"])
 def test_driver_writes_posteriors_back_late_for_pretraining_and_at_once_for_adaptation(make_config, make_batch, kind):
-    """Pre-training queues each step's posteriors until the next train call (no dispatch stall); the
-    task-stacked adaptation driver writes them before drawing the next batch, as its loop always did."""
+    """Pre-training queues each step's posteriors until the next train call that draws a batch (no
+    dispatch stall, and a call with nothing owed does not wait for the device); the task-stacked
+    adaptation driver writes them before drawing the next batch, as its loop always did."""
     import jax
 
     from muse_jax.loops.adapt import stack_states
@@ -169,7 +170,10 @@ def test_driver_writes_posteriors_back_late_for_pretraining_and_at_once_for_adap
     assert driver.train(src, 2) == 0  # nothing owed
     kinds = [e[0] for e in log]
     if kind == "data_parallel":
-        assert kinds == ["sample", "sample", "write", "write"]  # written at the next train call
+        assert kinds == ["sample", "sample"]  # still queued: nothing was drawn since
+        assert driver.train(src, 3) == 1
+        kinds = [e[0] for e in log]
+        assert kinds == ["sample", "sample", "write", "write", "sample"]  # written before the next batch
     else:
         assert kinds == ["sample", "write", "sample", "write"]
         assert log[1][2][0] == 2  # [K, B, T, D]: one row of posteriors per task

@@ -67,6 +67,22 @@ def test_collect_overhead_compares_collector_and_raw_env_on_the_same_envs():
     assert rec["overhead"] == pytest.approx(rec["raw_env_steps_per_s"] / rec["collector_env_steps_per_s"] - 1)
 
 
+@pytest.mark.slow
+def test_collect_overhead_loop_times_a_learning_run_with_and_without_overlap():
+    proc = _run("collect_overhead.py", "--loop", "--config", "smoke", "--updates", "3", "--warmup-updates", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [json.loads(x) for x in proc.stdout.strip().splitlines() if x.startswith("{")]
+    runs, rec = lines[:-1], lines[-1]
+    assert [r["overlap_collect"] for r in runs] == [False, True]
+    for r in runs:
+        assert r["updates"] >= 3 and r["loop_updates_per_s"] == pytest.approx(r["updates"] / r["loop_s"])
+        assert r["ratio"] == pytest.approx(r["loop_updates_per_s"] / r["bench_updates_per_s"])
+        assert all(math.isfinite(v) for v in r["per_update_s"].values())
+    assert r["per_update_s"]["prefetch"] > 0 and runs[0]["per_update_s"]["prefetch"] == 0
+    assert rec["summary"] and rec["ratio"] == rec["overlap_ratio"] == runs[1]["ratio"]
+    assert rec["overlap_speedup"] == pytest.approx(runs[1]["loop_updates_per_s"] / runs[0]["loop_updates_per_s"])
+
+
 def test_collect_overhead_bad_config_is_one_line():
     proc = _run("collect_overhead.py", "--config", "no-such-config", timeout=300)
     assert proc.returncode != 0
