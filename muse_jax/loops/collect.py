@@ -94,6 +94,7 @@ class Collector:
     def _start(self) -> None:
         obs, _ = self.venv.reset(seed=self._seed + 101 * len(self.faults))
         self._obs = obs
+        self._next = None  # a policy prefetched on the replaced envs' observations is not theirs
         self._reward = np.zeros(self.num_envs, np.float32)
         self._terminal = np.zeros(self.num_envs, bool)
         self._last = np.zeros(self.num_envs, bool)
