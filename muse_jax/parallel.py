@@ -210,7 +210,7 @@ def set_host_devices(n: int) -> None:
 
     Must run before anything touches a device. Measured on the 2-core CPU (docs/speed.md, "The train step:
     what was tried on the CPU"): 2 host devices made the size1m and size12m train steps slower, not faster
-    (the 1-device step already runs its larger dots on both cores), so nothing sets it by default; it stays
+    (the 1-device step already uses both cores when they are free), so nothing sets it by default; it stays
     for measuring (`benchmarks/wm_throughput.py --host-devices N`).
     """
     if n < 1:
