@@ -440,23 +440,32 @@ def speed(docs: Path) -> str:
                     f"{x['policy_steps_per_s']:,.0f}", f"{x['regulation_decisions_per_s']:,.0f}"] for x in gpu])]
     c = cpu[0]
     loads = [v for x in cpu for v in (x["loadavg_1m_min"], x["loadavg_1m_max"])]
+    latest = {x["size"]: x for x in cpu}  # a later run of a size is the current figure; every run is a row
+    several = len(latest) < len(cpu)
     out += ["## Against the official DreamerV3, same run (`benchmarks/official/speed.py`)", "",
-            about(command="python benchmarks/official/speed.py --size " + " ".join(x["size"] for x in cpu),
+            about(command="python benchmarks/official/speed.py --size " + " ".join(latest),
                   machine=f"{c['cpu_cores']}-core CPU, load average {min(loads):g}-{max(loads):g} (other jobs running)",
-                  budget=f"{c['rounds']} rounds x {c['steps_per_round']} steps, {c['order']}",
+                  budget=(f"{c['rounds']} rounds x {c['steps_per_round']} steps, {c['order']}" if not several else
+                          f"per row (rounds x steps per side), {c['order']}"),
                   seeds="one (a timing)",
                   shows=("In the same run, alternating, the official's step takes "
-                         + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']})" for x in cpu)
-                         + " this project's wall time."),
+                         + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']})"
+                                        for x in latest.values())
+                         + " this project's wall time"
+                         + (" (the latest run of each size; the earlier runs, each at its own load, are the "
+                            "rows above it)." if several else ".")),
                   data="`docs/official_speed_cpu.jsonl`"),
             table(["size", "params (this / official)", "this project (median)", "official (median)", "ratio",
-                   "CPU s per step (this / official)", "compile (this / official)", "jax (this / official)"],
+                   "CPU s per step (this / official)", "compile (this / official)", "jax (this / official)"]
+                  + (["rounds x steps", "load"] if several else []),
                   [[x["size"], f"{x['ours_params'] / 1e6:.2f}M / {x['official_params'] / 1e6:.2f}M",
                     f"{x['ours_train_step_median_s']:.2f} s", f"{x['official_train_step_median_s']:.2f} s",
                     f"**{x['speed_ratio_official_over_ours']:.2f}x**",
                     f"{x['ours_train_step_cpu_s']:.2f} / {x['official_train_step_cpu_s']:.2f}",
                     f"{x['ours_compile_s']:.0f} s / {x['official_compile_s']:.0f} s",
-                    f"{x['ours_jax']} / {x['official_jax']}"] for x in cpu])]
+                    f"{x['ours_jax']} / {x['official_jax']}"]
+                   + ([f"{x['rounds']} x {x['steps_per_round']}",
+                       f"{x['loadavg_1m_min']:g}-{x['loadavg_1m_max']:g}"] if several else []) for x in cpu])]
     on_gpu = [x for x in read_lines(docs / "official_speed_gpu.jsonl") if x.get("benchmark") == "official_speed"] \
         if (docs / "official_speed_gpu.jsonl").exists() else []
     if on_gpu:

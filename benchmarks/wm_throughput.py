@@ -13,6 +13,9 @@ With `--seeds N` (N > 1) the same run also times N seeds' learners trained by on
 per update of all N seeds), `seeds_ratio` (that over the 1-seed `train_step_median_s` of the same run;
 N seeds as N separate steps would be N) and `seeds_per_seed_s`.
 
+With `--host-devices N` the host CPU is split into N XLA devices and the train step shards the batch over
+them (data parallel, as on several GPUs); `devices` in the record says how many ran it.
+
 The last line printed is always one JSON object.
 """
 
@@ -284,6 +287,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, default=1,
                    help="also time N seeds trained by one vmapped step (muse-wm pretrain --seeds); 1: not")
     p.add_argument("--envs", type=int, default=1, help="environments batched in one policy/regulation call")
+    p.add_argument("--host-devices", type=int, default=0, metavar="N",
+                   help="split the host CPU into N XLA devices and shard the batch over them (data parallel; "
+                        "0: jax's default, one CPU device unless XLA_FLAGS says otherwise)")
     p.add_argument("--matmul-n", type=int, default=0, help="side of the peak matmul (0: 2048 on CPU, else 8192)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="config override, e.g. --set model.compute_dtype=bfloat16")
@@ -299,6 +305,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("batch", "seq", "steps", "act_dim", "envs", "seeds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.host_devices < 0:
+        p.error("--host-devices must be >= 0")
+    if args.host_devices > 1 and args.batch % args.host_devices:
+        p.error(f"--batch {args.batch} must be a multiple of --host-devices {args.host_devices}")
     if args.seq < 2:
         p.error("--seq must be >= 2")
     return args
@@ -307,6 +317,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     kept = keep_freed_memory() if args.keep_freed_memory else False  # before JAX runs anything
+    if args.host_devices:  # before JAX runs anything too
+        from muse_jax.parallel import set_host_devices
+
+        set_host_devices(args.host_devices)
     if args.compile_cache:
         from muse_jax.parallel import enable_compilation_cache
 

@@ -204,6 +204,23 @@ def cli_cache_dir(disabled: bool = False) -> Path | None:
     return Path(jax_dir).expanduser() if jax_dir else default_cache_dir()
 
 
+def set_host_devices(n: int) -> None:
+    """Split the host CPU into `n` XLA devices (jax's `jax_num_cpu_devices`, as
+    `--xla_force_host_platform_device_count=n` does) so that `make_mesh` shards the batch over them.
+
+    Must run before anything touches a device. Measured on the 2-core CPU (docs/speed.md, "The train step:
+    what was tried on the CPU"): 2 host devices made the size1m and size12m train steps slower, not faster
+    (the 1-device step already uses both cores when they are free), so nothing sets it by default; it stays
+    for measuring (`benchmarks/wm_throughput.py --host-devices N`).
+    """
+    if n < 1:
+        raise ValueError(f"host devices must be >= 1, got {n}.")
+    try:
+        jax.config.update("jax_num_cpu_devices", int(n))
+    except RuntimeError as e:  # the CPU backend already started
+        raise RuntimeError(f"cannot split the host into {n} devices: {e}") from None
+
+
 def make_mesh(devices: list[jax.Device] | None = None) -> Mesh:
     """A 1-D mesh over all (global) devices with the single axis "data"."""
     devices = list(jax.devices()) if devices is None else list(devices)

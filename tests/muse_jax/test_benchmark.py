@@ -91,3 +91,23 @@ def test_seeds_flag_times_n_seeds_in_one_vmapped_step_beside_one_seed():
     for key in ("seeds_train_step_median_s", "seeds_ratio", "seeds_per_seed_s", "seeds_compile_s"):
         assert isinstance(record[key], float) and math.isfinite(record[key]) and record[key] > 0, key
     assert record["seeds_ratio"] == pytest.approx(record["seeds_train_step_median_s"] / record["train_step_median_s"])
+
+
+@pytest.mark.slow
+def test_host_devices_flag_shards_the_step_over_host_devices_with_the_one_device_loss():
+    """`--host-devices 2` (docs/speed.md: data parallel over the CPU's cores) trains on 2 host devices and ends
+    with the 1-device run's loss up to float32 reordering (the warm-up step and the timed step alike)."""
+    flags = ("--size", "tiny", "--batch", "4", "--seq", "8", "--steps", "1", "--matmul-n", "64", "--json")
+    one, _ = _run(*flags)
+    two, _ = _run(*flags, "--host-devices", "2")
+    assert one["devices"] == 1 and two["devices"] == 2
+    assert two["final_loss"] == pytest.approx(one["final_loss"], rel=1e-5)
+
+
+def test_host_devices_flag_is_checked(capsys):
+    sys.path.insert(0, str(REPO))
+    from benchmarks.wm_throughput import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--batch", "6", "--host-devices", "4"])
+    assert "--batch 6 must be a multiple of --host-devices 4" in capsys.readouterr().err
