@@ -54,9 +54,12 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 from benchmarks.report import emit_record  # noqa: E402
 from benchmarks.wm_throughput import build_config, synthetic_batch  # noqa: E402
 from muse_jax import behavior  # noqa: E402
-from muse_jax.agent import ObsSpec, _trained, create_learner, make_optimizer, make_train_step  # noqa: E402
+from muse_jax.agent import Learner, ObsSpec, _trained, create_learner, make_optimizer, make_train_step  # noqa: E402
+from muse_jax.behavior import Actor, Critic  # noqa: E402
 from muse_jax.config import MODEL_SIZES, Config  # noqa: E402
 from muse_jax.nets import feature  # noqa: E402
+from muse_jax.rssm import RSSM  # noqa: E402
+from muse_jax.world_model import Batch  # noqa: E402
 
 PARTS = ("full", "wm_fwd", "wm_grad", "obs_fwd", "obs_grad", "imag_fwd", "ac_fwd", "ac_grad", "opt")
 
@@ -65,46 +68,48 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def part_programs(cfg: Config, graphdef: Any, state: Any, batch: dict[str, jax.Array], key: jax.Array,
+def part_programs(cfg: Config, graphdef: Any, state: Any, batch: Batch, key: jax.Array,
                   ) -> dict[str, Callable[[], Any]]:
     """name -> a no-argument call of that part's compiled program (the full step advances its own state copy)."""
     B, T = batch["action"].shape[:2]
     lw = cfg.loss
     merge = lambda s: nnx.merge(graphdef, s)
 
-    def wm_fwd(s, b, k):
+    def wm_fwd(s: Any, b: Batch, k: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
         loss, (metrics, _) = merge(s).agent.wm.loss(b, k)
         return loss, metrics
 
-    def wm_grad(s, b, k):
+    def wm_grad(s: Any, b: Batch, k: jax.Array) -> tuple[jax.Array, Any]:
         (loss, _), grads = nnx.value_and_grad(lambda wm: wm.loss(b, k), has_aux=True)(merge(s).agent.wm)
         return loss, grads
 
-    def starts_and_embed(s, b, k):  # inputs of the observe and actor-critic parts (untimed)
+    def starts_and_embed(s: Any, b: Batch, k: jax.Array) -> tuple[Batch, jax.Array]:
+        # the observe and actor-critic parts' inputs (untimed)
         wm = merge(s).agent.wm
         return wm.loss(b, k)[1][1], wm.encode(b)
 
-    def observe(rssm, embed, b, k):
+    def observe(rssm: RSSM, embed: jax.Array, b: Batch, k: jax.Array) -> tuple[jax.Array, ...]:
         _, post = rssm.observe(rssm.initial(B), jnp.asarray(b["action"], jnp.float32), embed,
                                jnp.asarray(b["is_first"], bool), k, unroll=cfg.model.observe_unroll)
         return post["deter"], post["stoch"], post["post"]
 
-    def obs_fwd(s, embed, b, k):
+    def obs_fwd(s: Any, embed: jax.Array, b: Batch, k: jax.Array) -> tuple[jax.Array, ...]:
         return observe(merge(s).agent.wm.rssm, embed, b, k)
 
-    def obs_grad(s, embed, b, k, cot):
-        def loss(rssm, e):
+    def obs_grad(s: Any, embed: jax.Array, b: Batch, k: jax.Array, cot: tuple[jax.Array, ...]) -> Any:
+        def loss(rssm: RSSM, e: jax.Array) -> jax.Array:
             return sum((x * c).sum() for x, c in zip(observe(rssm, e, b, k), cot, strict=True))
 
         return nnx.value_and_grad(loss, argnums=(0, 1))(merge(s).agent.wm.rssm, embed)
 
     flat = lambda x: x.reshape(B * T, *x.shape[2:])
 
-    def imag_fwd(s, starts, k):
+    def imag_fwd(s: Any, starts: Batch, k: jax.Array) -> Batch:
         agent = merge(s).agent
         return behavior.imagine(agent.wm, agent.actor, jax.tree.map(flat, starts), k, cfg.behavior.imag_horizon)
 
-    def ac_loss(actor, critic, tr, starts, b, k):
+    def ac_loss(actor: Actor, critic: Critic, tr: Learner, starts: Batch, b: Batch, k: jax.Array,
+                ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         agent = tr.agent
         traj = behavior.imagine(agent.wm, actor, jax.tree.map(flat, starts), k, cfg.behavior.imag_horizon)
         ac, _, outs = behavior.actor_critic_losses(actor, critic, agent.slow_critic, traj, tr.ret_lo.get_value(),
@@ -115,22 +120,22 @@ def part_programs(cfg: Config, graphdef: Any, state: Any, batch: dict[str, jax.A
             jnp.asarray(b["is_terminal"], jnp.float32), outs["ret"][:, 0].reshape(B, T), cfg)
         return lw.policy * ac["actor"] + lw.value * ac["critic"] + lw.repval * repval, (outs["ret_lo"], outs["ret_hi"])
 
-    def ac_fwd(s, starts, b, k):
+    def ac_fwd(s: Any, starts: Batch, b: Batch, k: jax.Array) -> tuple[jax.Array, Any]:
         tr = merge(s)
         return ac_loss(tr.agent.actor, tr.agent.critic, tr, starts, b, k)
 
-    def ac_grad(s, starts, b, k):
+    def ac_grad(s: Any, starts: Batch, b: Batch, k: jax.Array) -> Any:
         tr = merge(s)
         fn = lambda actor, critic: ac_loss(actor, critic, tr, starts, b, k)
         return nnx.value_and_grad(fn, argnums=(0, 1), has_aux=True)(tr.agent.actor, tr.agent.critic)
 
-    def opt(s, grads):
+    def opt(s: Any, grads: Any) -> tuple[Any, Any]:
         tr = merge(s)
         params = tuple(nnx.state(m, nnx.Param) for m in _trained(tr.agent))
         updates, new_opt = make_optimizer(cfg).update(grads, tr.opt.get_value(), params)
         return optax.apply_updates(params, updates), new_opt
 
-    def compiled(fn: Callable, *args: Any) -> Callable[[], Any]:
+    def compiled(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
         exe = jax.jit(fn).lower(*args).compile()
         return lambda: exe(*args)
 
@@ -170,6 +175,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     batch = jax.device_put(synthetic_batch(spec, args.batch, args.seq))
     t0, c0 = time.perf_counter(), time.process_time()
     programs = part_programs(cfg, learner.graphdef, learner.state, batch, jax.random.key(0))
+    assert tuple(programs) == PARTS
     compile_s, compile_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     for fn in programs.values():  # warm-up
         jax.block_until_ready(fn())
