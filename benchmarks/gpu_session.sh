@@ -7,7 +7,8 @@
 # Why a script: GPU machines come in short leases, bare, without a package registry. This installs the
 # wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
-# size1m and size12m, float32 and bfloat16, and, with time left, a learning run's updates/s against its train
+# size1m and size12m, float32 and bfloat16, 5 seeds in one step against one (wm_throughput.py --seeds),
+# and, with time left, a learning run's updates/s against its train
 # step (benchmarks/collect_overhead.py --loop) and the scan-unroll settings. When the official
 # DreamerV3 source (.official/dreamer-3.3.1, fetched by benchmarks/official/setup.sh) and its
 # requirements (wheels in .whl/official/, see benchmarks/gpu_prepare.sh) were carried, the official side
@@ -92,11 +93,21 @@ run() {  # run LABEL EXPECTED_S ARGS...
     >>"$LOG" 2>&1 || say "$label failed or timed out (exit $?; see log)"
 }
 SCALE=1; [ ${#OFFICIAL[@]} -gt 1 ] && SCALE=3  # the official side builds its replay and compiles slower
-for dtype in float32 bfloat16; do
+pairs() {  # both sizes at one dtype
   for size in "${SIZES[@]}"; do
-    run "$size $dtype" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype "$dtype" "${OFFICIAL[@]}"
+    run "$size $1" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype "$1" "${OFFICIAL[@]}"
   done
-done
+}
+pairs float32
+# N seeds in one vmapped step against one seed (muse-wm pretrain --seeds; target: 5 seeds <= 1.5x one
+# seed's time per update), this project's side alone
+SEEDS_ARGS=(--size size1m --seeds 5 --steps 10); SEEDS_S=90
+[ $DRY = 1 ] && SEEDS_ARGS=(--size size1m --batch 4 --seq 8 --seeds 2 --steps 2) && SEEDS_S=60
+if [ "$(left)" -lt $SEEDS_S ]; then say "skip --seeds: $(left) s left, needs ~$SEEDS_S s"
+else say "run --seeds"; timeout "$(left)" "$PY" benchmarks/wm_throughput.py "${SEEDS_ARGS[@]}" --json \
+  --out "$OUTDIR/wm_seeds.jsonl" >>"$LOG" 2>&1 || say "--seeds failed or timed out (exit $?; see log)"
+fi
+pairs bfloat16
 # a learning run's updates/s against its own train step, with and without train.overlap_collect (docs/speed.md,
 # "Acting while training"; needs Meta-World on the machine), with the time left
 LOOP=(--config quickstart --set model.size=size1m --set train.train_ratio=512 --updates 40); LOOP_S=120

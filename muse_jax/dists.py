@@ -99,8 +99,21 @@ def categorical_sample_st(key: jax.Array, logits: jax.Array) -> jax.Array:
     Sampled by inverse CDF (one uniform per categorical, no logs) rather than Gumbel-max: the same
     distribution with K times fewer random numbers, which matters in the imagination hot loop.
     """
+    return categorical_sample_st_from_uniform(categorical_uniform(key, logits.shape[:-1], logits.dtype), logits)
+
+
+def categorical_uniform(key: jax.Array, batch_shape: tuple[int, ...], dtype: jnp.dtype = jnp.float32) -> jax.Array:
+    """The one uniform per categorical [*batch_shape, 1] that `categorical_sample_st` draws from `key`.
+
+    Drawn apart from the sample so that a scan can draw all its steps' uniforms before the loop (one
+    batched draw instead of one random-number loop per step; the same bits per key).
+    """
+    return jax.random.uniform(key, (*batch_shape, 1), dtype)
+
+
+def categorical_sample_st_from_uniform(u: jax.Array, logits: jax.Array) -> jax.Array:
+    """`categorical_sample_st` given its uniform `u` [..., 1] (from `categorical_uniform`)."""
     probs = jax.nn.softmax(logits, axis=-1)
-    u = jax.random.uniform(key, (*logits.shape[:-1], 1), probs.dtype)
     cdf = jnp.cumsum(sg(probs), axis=-1)
     idx = (cdf[..., :-1] < u).sum(-1)
     onehot = jax.nn.one_hot(idx, logits.shape[-1], dtype=jnp.float32)

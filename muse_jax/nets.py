@@ -85,6 +85,25 @@ class MLP(nnx.Module):
             x = self.out(x)
         return x
 
+    def first_layer_share(self, x_part: jax.Array, rows: slice, bias: bool) -> jax.Array:
+        """The first layer's pre-activation share of one slice of the input features: x_part @ W[rows]
+        (+ the bias if `bias`). Splitting the first layer, W x = W[a] x[a] + W[b] x[b], lets a caller
+        compute the share of inputs it knows in advance outside a loop (`RSSM.observe`)."""
+        lin = self.hidden[0]
+        y = x_part.astype(self.dtype) @ lin.kernel.get_value()[rows].astype(self.dtype)
+        if bias and lin.bias is not None:
+            y = y + lin.bias.get_value().astype(self.dtype)
+        return y
+
+    def from_first_layer(self, pre: jax.Array) -> jax.Array:
+        """The MLP's output given its first layer's pre-activation (the sum of `first_layer_share`s)."""
+        x = self.norms[0](pre)
+        for lin, norm in zip(self.hidden[1:], self.norms[1:], strict=True):
+            x = norm(lin(x))
+        if self.out is not None:
+            x = self.out(x)
+        return x
+
 
 def block_matmul(x_NxGI: jax.Array, kernel_GxIxO: jax.Array) -> jax.Array:
     """Block-diagonal product: block g of the input `[..., G*I]` times `kernel[g]` `[I, O]` -> `[..., G*O]`.
@@ -153,12 +172,24 @@ class BlockGRU(nnx.Module):
         self.blocks, self.deter, self.dtype = g, deter, dtype
 
     def __call__(self, deter_BxD: jax.Array, stoch_BxSK: jax.Array, action_BxA: jax.Array) -> jax.Array:
+        return self.step(deter_BxD, stoch_BxSK, self.embed_action(action_BxA))
+
+    def embed_action(self, action_BxA: jax.Array) -> jax.Array:
+        """The action's input embedding [..., hidden] (scaled to at most 1 in size, Linear, norm, SiLU).
+
+        Apart from `step` because it does not depend on the recurrent state: `RSSM.observe` embeds all
+        T replayed actions in one op before its scan instead of one small chain per step.
+        """
+        action = action_BxA / jax.lax.stop_gradient(jnp.maximum(1.0, jnp.abs(action_BxA)))
+        return self.in_norms[2](self.in_action(action))
+
+    def step(self, deter_BxD: jax.Array, stoch_BxSK: jax.Array, action_embed_BxH: jax.Array) -> jax.Array:
+        """h' from h, z and the action's embedding (`embed_action`)."""
         g, d, dt = self.blocks, self.deter, self.dtype
         k = d // g
-        action = action_BxA / jax.lax.stop_gradient(jnp.maximum(1.0, jnp.abs(action_BxA)))
-        n0, n1, n2 = self.in_norms
+        n0, n1, _ = self.in_norms
         x = jnp.concatenate([n0(self.in_deter(deter_BxD)), n1(self.in_stoch(stoch_BxSK)),
-                             n2(self.in_action(action))], -1)
+                             action_embed_BxH.astype(dt)], -1)
         lead = deter_BxD.shape[:-1]
         w_hid = self.hid.kernel.get_value().astype(dt)  # [G, D/G + 3*hidden, D/G]
         w_shared = jnp.swapaxes(w_hid[:, k:], 0, 1).reshape(x.shape[-1], d)  # [3*hidden, G*D/G]

@@ -2,14 +2,17 @@
 
 State s = (h, z): `deter` [B, D] float32 and `stoch` [B, S, K] one-hot (straight-through).
 `observe` filters a sequence with the posterior q(z|h,x) under `lax.scan`, resetting the state where
-`is_first`; the prior p(z|h) for the KL is computed once on all B*T states after the scan, so the
-scan body holds only the GRU and the posterior. `imagine` rolls the prior forward with a policy.
+`is_first`. Whatever does not depend on the carried state is computed for all T steps outside the
+loop, where it is a few large ops instead of T chains of small ones: the prior p(z|h) for the KL
+(after the scan, on all B*T states), and before it the action embeddings, the observation
+embedding's share of the posterior's first layer and the sampling uniforms. The scan body holds only
+the GRU and the rest of the posterior, the sequential chain a step must wait for. `imagine` rolls the
+prior forward with a policy, its key splits and sampling uniforms drawn before the loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -54,9 +57,14 @@ class RSSM(nnx.Module):
 
     def img_step(self, state: State, action_BxA: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
         """One prior step: (state, a) -> (next state, prior logits)."""
+        u = dists.categorical_uniform(key, (action_BxA.shape[0], self.stoch))
+        return self._img_step(state, action_BxA, u)
+
+    def _img_step(self, state: State, action_BxA: jax.Array, u_BxSx1: jax.Array) -> tuple[State, jax.Array]:
+        """`img_step` given its sampling uniforms (`dists.categorical_uniform`)."""
         deter = self.core(state["deter"], state["stoch"].reshape(state["stoch"].shape[0], -1), action_BxA)
         logits = self.prior_logits(deter)
-        stoch = dists.categorical_sample_st(key, logits)
+        stoch = dists.categorical_sample_st_from_uniform(u_BxSx1, logits)
         return dict(deter=deter, stoch=stoch), logits
 
     def obs_step(self, state: State, prev_action_BxA: jax.Array, embed_BxE: jax.Array, is_first_B: jax.Array,
@@ -81,17 +89,28 @@ class RSSM(nnx.Module):
         Returns the last state and `deter` [B,T,D], `stoch` [B,T,S,K], `post` and `prior` logits
         [B,T,S,K] (prior computed once over all B*T steps after the scan).
         """
-        T = action_BxTxA.shape[1]
-        keys = jax.random.split(key, T)
+        B, T = action_BxTxA.shape[:2]
         swap = lambda x: jnp.swapaxes(x, 0, 1)
+        # Computed for all T before the loop; each is what `obs_step` computes inside it (the same keys,
+        # hence the same uniforms; the embedding's share of the first posterior layer sums
+        # W[h] h + W[e] e in another order than W [h; e], float32 differences ~1e-7).
+        keep_TxB = 1.0 - swap(is_first_BxT).astype(jnp.float32)
+        u_TxBxSx1 = jax.vmap(lambda k: dists.categorical_uniform(k, (B, self.stoch)))(jax.random.split(key, T))
+        act_TxBxH = self.core.embed_action(swap(action_BxTxA) * keep_TxB[..., None])
+        embed_TxBxH = self.post_net.first_layer_share(swap(embed_BxTxE), slice(self.deter, None), bias=True)
 
-        def step(carry: State, inp: tuple[Any, ...]) -> tuple[State, tuple[jax.Array, ...]]:
-            a, e, f, k = inp
-            carry, logits = self.obs_step(carry, a, e, f, k)
-            return carry, (carry["deter"], carry["stoch"], logits)
+        def step(carry: State, inp: tuple[jax.Array, ...]) -> tuple[State, tuple[jax.Array, ...]]:
+            act, emb, keep, u = inp
+            deter = carry["deter"] * keep[:, None]
+            stoch = (carry["stoch"] * keep[:, None, None]).reshape(B, -1)
+            deter = self.core.step(deter, stoch, act)
+            pre = self.post_net.first_layer_share(deter, slice(0, self.deter), bias=False) + emb
+            logits = self._logits(self.post_net.from_first_layer(pre))
+            stoch = dists.categorical_sample_st_from_uniform(u, logits)
+            return dict(deter=deter, stoch=stoch), (deter, stoch, logits)
 
         last, (deter, stoch, post) = jax.lax.scan(
-            step, state, (swap(action_BxTxA), swap(embed_BxTxE), swap(is_first_BxT), keys), unroll=min(unroll, T))
+            step, state, (act_TxBxH, embed_TxBxH, keep_TxB, u_TxBxSx1), unroll=min(unroll, T))
         deter, stoch, post = swap(deter), swap(stoch), swap(post)
         prior = self.prior_logits(deter)
         return last, dict(deter=deter, stoch=stoch, post=post, prior=prior)
@@ -105,14 +124,19 @@ class RSSM(nnx.Module):
         the actions taken at every state [B,H+1,A] (the last one is sampled but not executed).
         """
         keys = jax.random.split(key, horizon + 1)
+        n = state["deter"].shape[0]
+        # Drawn before the loop, the same bits per step as drawing them inside it.
+        split_Hx2 = jax.vmap(jax.random.split)(keys[:-1])
+        u_HxNxSx1 = jax.vmap(lambda k: dists.categorical_uniform(k, (n, self.stoch)))(split_Hx2[:, 1])
 
-        def step(carry: State, k: jax.Array) -> tuple[State, tuple[jax.Array, ...]]:
-            ka, kz = jax.random.split(k)
+        def step(carry: State, inp: tuple[jax.Array, jax.Array]) -> tuple[State, tuple[jax.Array, ...]]:
+            ka, u = inp
             a = policy(carry, ka)
-            nxt, _ = self.img_step(carry, a, kz)
+            nxt, _ = self._img_step(carry, a, u)
             return nxt, (carry["deter"], carry["stoch"], a)
 
-        last, (deter, stoch, act) = jax.lax.scan(step, state, keys[:-1], unroll=min(unroll, horizon))
+        last, (deter, stoch, act) = jax.lax.scan(step, state, (split_Hx2[:, 0], u_HxNxSx1),
+                                                 unroll=min(unroll, horizon))
         a_last = policy(last, keys[-1])
         cat = lambda xs, x: jnp.concatenate([jnp.swapaxes(xs, 0, 1), x[:, None]], 1)
         traj = dict(deter=cat(deter, last["deter"]), stoch=cat(stoch, last["stoch"]))

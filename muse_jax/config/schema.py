@@ -271,6 +271,12 @@ class RegulationConfig:
     step: Literal["fixed", "normalized"] = "fixed"
     """Eq. 4's step: "fixed" s += beta * grad (as written); "normalized" s += beta * grad / |grad| (a step of
     length beta whatever the gradient's scale)."""
+    effect_diagnostics: bool = True
+    """Whether each Algorithm 1 decision also measures what the ascent itself changed and why
+    (`regulation_ascent_state_change`, `regulation_ascent_action_change`, `regulation_grad_norm`,
+    `regulation_actor_jacobian_norm`, `regulation_actor_mean_abs` in records and results): the same loop
+    run again with beta = 0, the gradient and the actor's Jacobian at the final state. They change no
+    action or state; off, a decision skips that work (docs/speed.md) and those keys are absent."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,8 @@ regulated action against the plain actor's action from that posterior with the s
 (same noise), i.e. what the gradient itself changes, separated from rolling the model forward; and why:
 `grad_norm` = |grad_s sum psi| at the final s, `actor_jacobian_norm` = |d mean(a) / d feat(s)| (Frobenius)
 and `actor_mean_abs` = mean |mean action| there (near 1: the tanh is saturated, an input step moves nothing).
+The `ascent_*` and "why" figures cost a second loop, a gradient and a Jacobian per decision and change no
+action: `regulation.effect_diagnostics: false` skips them (their keys are then absent).
 """
 
 from __future__ import annotations
@@ -86,19 +88,23 @@ def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: C
         z0 = z_post
     keys = jax.random.split(k_loop, r.horizon)
     h, z, before, after = _loop(agent, h0, z0, keys, r.beta, cfg)
-    h_0, z_0, _, _ = _loop(agent, h0, z0, keys, 0.0, cfg)  # the same loop and noise without the gradient
     act = lambda hh, zz: agent.actor.sample(feature(hh[None], zz[None]), k_act)[0]  # clipped, as the env gets it
     action = act(h, z)
     plain = act(h0, z_post)  # the plain actor from the posterior, same noise
-    no_ascent = act(h_0, z_0)
-    feat_s, feat_post, feat_0 = feature(h, z), feature(h0, z_post), feature(h_0, z_0)
+    feat_s, feat_post = feature(h, z), feature(h0, z_post)
     norm = jnp.linalg.norm
+    info = {"competence_before": before, "competence_after": after, "competence_final": after[-1],
+            "deter": h, "stoch": z,
+            "state_change": norm(feat_s - feat_post), "action_change": norm(action - plain)}
+    if not r.effect_diagnostics:
+        return action, info
+    h_0, z_0, _, _ = _loop(agent, h0, z0, keys, 0.0, cfg)  # the same loop and noise without the gradient
+    no_ascent = act(h_0, z_0)
+    feat_0 = feature(h_0, z_0)
     gh, gz = jax.grad(lambda h_, z_: _competence(agent, h_, z_), argnums=(0, 1))(h, z)
     mean_of = lambda f: agent.actor.dist(f[None])[0][0]  # the actor's mean action, tanh-bounded
     jac_AxF = jax.jacrev(mean_of)(feat_s)
-    return action, {"competence_before": before, "competence_after": after, "competence_final": after[-1],
-                    "deter": h, "stoch": z,
-                    "state_change": norm(feat_s - feat_post), "action_change": norm(action - plain),
+    return action, {**info,
                     "ascent_state_change": norm(feat_s - feat_0), "ascent_action_change": norm(action - no_ascent),
                     # why an ascent step moves the action this much: |grad| at the end state, the actor's
                     # sensitivity there (Frobenius norm of d mean / d feat) and how saturated its tanh is

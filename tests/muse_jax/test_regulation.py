@@ -131,3 +131,23 @@ def test_normalized_step_has_length_beta_and_in_place_stays_at_the_current_step(
     # four steps of length 0.05 from the posterior state, no model step in between
     assert float(np.asarray(info["state_change"]).max()) <= 4 * 0.05 + 1e-5
     assert (np.asarray(info["competence_after"])[:, -1] >= np.asarray(info["competence_before"])[:, 0] - 1e-6).all()
+
+
+def test_effect_diagnostics_off_skips_them_and_changes_no_action(trained, make_batch):
+    """`regulation.effect_diagnostics: false` drops the diagnostic keys and the work behind them (no second
+    loop in the program), and the decision is the same: same actions, same ascended state."""
+    learner, _, _ = trained
+    agent, h, z, _, _ = _failing_states(learner, make_batch)
+    on = agent.cfg.replace({"regulation.beta": 0.5})
+    off = on.replace({"regulation.effect_diagnostics": False})
+    act_on, info_on = jax.jit(lambda h_, z_: gradient.regulate(agent, h_, z_, jax.random.key(5), on))(h, z)
+    act_off, info_off = jax.jit(lambda h_, z_: gradient.regulate(agent, h_, z_, jax.random.key(5), off))(h, z)
+    np.testing.assert_allclose(act_off, act_on, atol=1e-6)
+    np.testing.assert_allclose(info_off["deter"], info_on["deter"], atol=1e-6)
+    diagnostics = {"ascent_state_change", "ascent_action_change", "grad_norm", "actor_jacobian_norm",
+                   "actor_mean_abs"}
+    assert diagnostics <= set(info_on) and not diagnostics & set(info_off)
+    assert {"state_change", "action_change", "competence_final"} <= set(info_off)
+    count = lambda cfg: str(jax.jit(lambda h_, z_: gradient.regulate(agent, h_, z_, jax.random.key(5), cfg))
+                            .lower(h, z).as_text()).count("stablehlo.while")
+    assert count(off) < count(on)

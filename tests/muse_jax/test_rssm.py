@@ -4,6 +4,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from muse_jax.rssm import RSSM
@@ -83,3 +84,57 @@ def test_unrolled_scans_compute_the_rolled_numbers():
         for x, y in zip(jax.tree.leaves((loss, aux)), jax.tree.leaves(rolled[0]), strict=True):
             np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(y, np.float64), rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(grad, rolled[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("hidden_bias", [False, True])
+def test_scans_compute_what_their_single_steps_compute(hidden_bias):
+    """`observe` and `imagine` compute outside their loops what does not depend on the carried state
+    (action embeddings, the observation's share of the posterior's first layer, the sampling uniforms
+    and key splits). They must equal a Python loop of `obs_step` / `img_step` with the same keys: the
+    same one-hot samples exactly, values and gradients to float32 reordering. With `hidden_bias` on, the
+    posterior's first-layer bias is added once, not twice."""
+    rssm = RSSM(deter=16, hidden=8, stoch=4, classes=5, blocks=4, act_dim=A, embed_dim=E, unimix=0.01,
+                rngs=nnx.Rngs(0), hidden_bias=hidden_bias)
+    if hidden_bias:  # a nonzero bias, so that adding it twice (or never) would show
+        for lin in (rssm.post_net.hidden[0], rssm.core.in_action):
+            lin.bias.set_value(jax.random.normal(jax.random.key(9), lin.bias.get_value().shape))
+    key = jax.random.key(7)
+    act = 2.0 * jax.random.uniform(key, (B, T, A), minval=-1.0)  # some |a| > 1: the scaling is exercised
+    emb = jax.random.normal(jax.random.key(8), (B, T, E))
+    first = jnp.zeros((B, T), bool).at[:, 0].set(True).at[2, 4].set(True)
+    policy = lambda s, k: jnp.tanh(s["deter"][:, :A]) + 0.1 * jax.random.normal(k, (s["deter"].shape[0], A))
+
+    def scanned(a):
+        last, out = rssm.observe(rssm.initial(B), a, emb, first, key)
+        traj, acts = rssm.imagine(last, policy, 4, jax.random.key(6))
+        return (out["deter"].sum() + (out["post"] * out["stoch"]).sum() + traj["deter"].sum()
+                + (traj["stoch"] * jnp.arange(5.0)).sum()), (out, traj, acts)
+
+    def stepped(a):
+        state, deter, stoch, post = rssm.initial(B), [], [], []
+        for t, k in enumerate(jax.random.split(key, T)):
+            state, logits = rssm.obs_step(state, a[:, t], emb[:, t], first[:, t], k)
+            deter.append(state["deter"]), stoch.append(state["stoch"]), post.append(logits)
+        out = dict(deter=jnp.stack(deter, 1), stoch=jnp.stack(stoch, 1), post=jnp.stack(post, 1))
+        keys = jax.random.split(jax.random.key(6), 5)
+        states, acts = [state], []
+        for k in keys[:-1]:
+            ka, kz = jax.random.split(k)
+            acts.append(policy(states[-1], ka))
+            states.append(rssm.img_step(states[-1], acts[-1], kz)[0])
+        acts.append(policy(states[-1], keys[-1]))
+        traj = dict(deter=jnp.stack([s["deter"] for s in states], 1),
+                    stoch=jnp.stack([s["stoch"] for s in states], 1))
+        return (out["deter"].sum() + (out["post"] * out["stoch"]).sum() + traj["deter"].sum()
+                + (traj["stoch"] * jnp.arange(5.0)).sum()), (out, traj, jnp.stack(acts, 1))
+
+    (loss_a, (out_a, traj_a, acts_a)), grad_a = jax.jit(jax.value_and_grad(scanned, has_aux=True))(act)
+    (loss_b, (out_b, traj_b, acts_b)), grad_b = jax.jit(jax.value_and_grad(stepped, has_aux=True))(act)
+    np.testing.assert_array_equal(out_a["stoch"].argmax(-1), out_b["stoch"].argmax(-1))
+    np.testing.assert_array_equal(traj_a["stoch"].argmax(-1), traj_b["stoch"].argmax(-1))
+    for x, y in ((out_a["deter"], out_b["deter"]), (out_a["post"], out_b["post"]),
+                 (traj_a["deter"], traj_b["deter"]), (acts_a, acts_b)):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(loss_a, loss_b, rtol=1e-5)
+    np.testing.assert_allclose(grad_a, grad_b, rtol=1e-4, atol=1e-5)
+    assert float(jnp.abs(grad_a).max()) > 1e-4  # the gradient reaches the actions through the chain
