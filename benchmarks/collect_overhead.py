@@ -14,11 +14,11 @@ i.e. the extra wall time per env step that the collector costs, as a fraction of
     python benchmarks/collect_overhead.py --config quickstart --steps 200 --mode dreamer
 
 With `--loop` it times a learning run instead: pre-training's own loop (`muse_jax.loops.pretrain`: envs,
-policy, replay, train ratio, log points; no checkpoints) in a temporary folder, once as configured and once
-with `train.overlap_collect` (acting while the train steps run; same config, same compiled programs), each
-for `--updates` train steps after `--warmup-updates` (prefill, compile). Then, in the same process, the
-same compiled train step on a batch from the same replay, timed as `wm_throughput.py` times it (each call
-waited for, median): `bench_updates_per_s`. Each run prints one JSON line with
+policy, replay, train ratio, log points; no checkpoints) in a temporary folder (removed afterwards, also on an
+error), once as configured and once with `train.overlap_collect` (acting while the train steps run; same config,
+same compiled programs), each for `--updates` train steps after `--warmup-updates` (prefill, compile). Then, in
+the same process, the same compiled train step on a batch from the same replay, timed as `wm_throughput.py`
+times it (each call waited for, median): `bench_updates_per_s`. Each run prints one JSON line with
 
     loop_updates_per_s, bench_updates_per_s, ratio = loop / bench   (goal: at least 0.90)
 
@@ -111,8 +111,15 @@ def _timed(fn, key: str, acc: dict[str, float]):
 
 def time_loop(cfg, overlap: bool, updates: int, warmup: int, mode: str) -> tuple[dict[str, Any], Any]:
     """`updates` train steps of pre-training's loop (after `warmup` untimed ones), and where the time went;
-    also returns the run (its driver and replay) for `time_bench`. `overlap` sets the loop's
-    `train.overlap_collect` behaviour on the same config (so both runs share their compiled programs)."""
+    also returns the run (its driver and replay, in memory) for `time_bench`. `overlap` sets the loop's
+    `train.overlap_collect` behaviour on the same config (so both runs share their compiled programs).
+
+    The run's temporary folder (metrics, an unused checkpoint folder) is removed once the run's logger,
+    envs and checkpointer are closed, on an error too. Env stepping is timed by the collector's own
+    `env_s` counter; the public callbacks of the run (collector step and prefetch, train, log, replay
+    sampling, context write-back) by wrapping them on this run's instances."""
+    import contextlib
+    import shutil
     import tempfile
 
     import jax
@@ -121,36 +128,36 @@ def time_loop(cfg, overlap: bool, updates: int, warmup: int, mode: str) -> tuple
     from muse_jax.loops import pretrain as pre
 
     cfg = cfg.replace({"train.env_steps": 10**9, "train.save_every": 10**9})
-    logdir = Path(tempfile.mkdtemp(prefix="collect_overhead_loop_"))
-    ckpt = Checkpointer(logdir / "checkpoints", 1)
-    run = pre._Pretraining(cfg, logdir, ckpt, 10**9, echo=lambda s: None, desc=f"overlap={overlap}")
-    acc = dict.fromkeys(("collect", "env", "prefetch", "train", "flush", "sample", "log", "other"), 0.0)
-    col = run.collector
-    col.step, col._env_step = _timed(col.step, "collect", acc), _timed(col._env_step, "env", acc)
-    col.prefetch = _timed(col.prefetch, "prefetch", acc)
-    run.train, run.log = _timed(run.train, "train", acc), _timed(run.log, "log", acc)
-    run.driver.flush_context = _timed(run.driver.flush_context, "flush", acc)
-    run.replay.sample = _timed(run.replay.sample, "sample", acc)
-    loop = run.loop(mode)
-    loop.overlap = overlap
-    try:
+    acc = dict.fromkeys(("collect", "prefetch", "train", "flush", "sample", "log"), 0.0)
+    with contextlib.ExitStack() as cleanup:  # closed in reverse: logger, envs, checkpointer, then the folder
+        logdir = Path(tempfile.mkdtemp(prefix="collect_overhead_loop_"))
+        cleanup.callback(shutil.rmtree, logdir, ignore_errors=True)
+        ckpt = Checkpointer(logdir / "checkpoints", 1)
+        cleanup.callback(ckpt.close)
+        run = pre._Pretraining(cfg, logdir, ckpt, 10**9, echo=lambda s: None, desc=f"overlap={overlap}")
+        col = run.collector
+        cleanup.callback(col.close)
+        cleanup.callback(run.logger.close)
+        col.step, col.prefetch = _timed(col.step, "collect", acc), _timed(col.prefetch, "prefetch", acc)
+        run.train, run.log = _timed(run.train, "train", acc), _timed(run.log, "log", acc)
+        run.driver.flush_context = _timed(run.driver.flush_context, "flush", acc)
+        run.replay.sample = _timed(run.replay.sample, "sample", acc)
+        loop = run.loop(mode)
+        loop.overlap = overlap
         while run.driver.train_steps < warmup:
             loop.dispatch(loop.collect())
         jax.block_until_ready(run.driver.state)
         acc.update(dict.fromkeys(acc, 0.0))
-        u0, e0 = run.driver.train_steps, loop.env_step
+        u0, e0, env0 = run.driver.train_steps, loop.env_step, col.env_s
         t0, c0 = time.perf_counter(), time.process_time()
         while run.driver.train_steps < u0 + updates:
             loop.dispatch(loop.collect())
         t1 = time.perf_counter()
         jax.block_until_ready(run.driver.state)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    finally:
-        run.logger.close()
-        col.close()
-        ckpt.close()
+        env = col.env_s - env0
     n = run.driver.train_steps - u0
-    per = {"env": acc["env"], "collect_rest": acc["collect"] - acc["env"], "prefetch": acc["prefetch"],
+    per = {"env": env, "collect_rest": acc["collect"] - env, "prefetch": acc["prefetch"],
            "train_callback": acc["train"], "train_flush_context": acc["flush"], "train_sample": acc["sample"],
            "log": acc["log"], "final_wait": wall - (t1 - t0)}
     per["other"] = wall - sum(v for k, v in per.items() if k not in ("train_flush_context", "train_sample"))
@@ -170,7 +177,7 @@ def time_bench(run, updates: int) -> dict[str, Any]:
 
     driver = run.driver
     batch, _ = driver.replay_batches(run.replay).sample()
-    state, fn = driver.state, driver._fn
+    state, fn = driver.state, driver.step_fn
     key = jax.random.key(0)
 
     def once():

@@ -305,8 +305,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("batch", "seq", "steps", "act_dim", "envs", "seeds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.host_devices < 0:
-        p.error("--host-devices must be >= 0")
+    from muse_jax.parallel import max_host_devices
+
+    if not 0 <= args.host_devices <= max_host_devices():
+        p.error(f"--host-devices {args.host_devices}: give 1 to {max_host_devices()} host devices (the larger of 64 "
+                "and this machine's CPU count), or 0 for jax's default")
     if args.host_devices > 1 and args.batch % args.host_devices:
         p.error(f"--batch {args.batch} must be a multiple of --host-devices {args.host_devices}")
     if args.seq < 2:

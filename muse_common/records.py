@@ -14,8 +14,8 @@ Every command that reads a kind reads it through `read_records(path, KIND, ...)`
 * with an ordered kind, a record whose order field goes backwards stops the reader (a row out of order).
 
 Kinds: `PRETRAIN_METRICS` / `METRICS` (metrics.jsonl), `ADAPT_EPISODE` (adapt's episodes.jsonl) and
-`CURVE_LINE` (benchmarks/learning_curve.py and the official runner's output). The LLM side's episodes.jsonl
-has its own schema (llm_side/harness/records.py, `record_problem`) with the same cut/duplicate rules.
+`CURVE_LINE` (benchmarks/learning_curve.py and the official runner's output); the LLM side's episodes.jsonl is
+read the same way with its own kind (llm_side/harness/records.py, `EPISODE`).
 """
 
 from __future__ import annotations

@@ -213,12 +213,22 @@ def set_host_devices(n: int) -> None:
     (the 1-device step already uses both cores when they are free), so nothing sets it by default; it stays
     for measuring (`benchmarks/wm_throughput.py --host-devices N`).
     """
-    if n < 1:
-        raise ValueError(f"host devices must be >= 1, got {n}.")
+    cap = max_host_devices()
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= n <= cap:
+        raise ValueError(f"set_host_devices: the number of host devices must be an integer from 1 to {cap} (the "
+                         f"larger of 64 and this machine's CPU count), got {n!r}.")
     try:
         jax.config.update("jax_num_cpu_devices", int(n))
     except RuntimeError as e:  # the CPU backend already started
-        raise RuntimeError(f"cannot split the host into {n} devices: {e}") from None
+        raise RuntimeError(f"cannot split the host into {n} devices: {' '.join(str(e).split()).rstrip('.')}; "
+                           "set them before anything touches a device") from None
+
+
+def max_host_devices() -> int:
+    """The most host devices `set_host_devices` makes: 64, or the CPU count on a bigger machine. More devices
+    than cores only measures overhead (each device's step gets a slice of the batch and of the cores), and a
+    typo such as 1000 would spend minutes and gigabytes setting up devices before the first step."""
+    return max(64, os.cpu_count() or 1)
 
 
 def make_mesh(devices: list[jax.Device] | None = None) -> Mesh:

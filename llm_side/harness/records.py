@@ -6,12 +6,13 @@ Resume works off this file alone: a (task, episode) pair that has a line is done
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from muse_common.records import RecordError as RecordError  # what load_records raises: one line, exit 2
+from muse_common.records import RecordKind, cut_torn_tail, nonneg_int, read_records
 
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -45,99 +46,57 @@ def episodes_path(out_dir: str | Path) -> Path:
 
 
 def repair_torn_tail(path: str | Path) -> bool:
-    """Cut a torn last line (a kill mid-write) so the next append starts on a fresh line.
-    Returns True when something was cut."""
-    from muse_common.files import open_nofollow
-
-    path = Path(path)
-    if not path.is_symlink() and (not path.exists() or path.stat().st_size == 0):
-        return False
-    with os.fdopen(open_nofollow(path, os.O_RDWR), "rb+") as f:  # a link is refused, never cut through
-        f.seek(-1, os.SEEK_END)
-        if f.read(1) == b"\n":
-            return False
-        f.seek(0)
-        data = f.read()
-        keep = data.rfind(b"\n") + 1
-        f.truncate(keep)
-        f.flush()
-        os.fsync(f.fileno())
-    return True
+    """Cut a torn last line (a kill mid-write) so the next append starts on a fresh line, quietly
+    (`load_records(..., resume=True)` cuts it and says so). Never through a link. True when something was cut."""
+    return cut_torn_tail(path, say=lambda _message: None)
 
 
-RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "env": str, "task": str, "agent": str, "episode": int, "success": bool, "steps": int,
-}
-"""Fields (and types) every episode record has; resume and `report` rely on them."""
+def _text(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _competence(v: Any) -> bool:
+    """None, or a list of numbers or nulls; a NaN is a record (the writers keep it), but no prediction."""
+    return v is None or (isinstance(v, list) and all(
+        c is None or (isinstance(c, int | float) and not isinstance(c, bool)) for c in v))
+
+
+EPISODE = RecordKind(
+    "episode record",
+    required={"env": (_text, "an env name"), "task": (_text, "a task id"), "agent": (_text, "an agent name"),
+              "episode": (nonneg_int, "an integer >= 0"), "success": (lambda v: isinstance(v, bool), "true or false"),
+              "steps": (nonneg_int, "an integer >= 0")},
+    optional={"memory": (lambda v: v is None or isinstance(v, dict), "a mapping"),
+              "competence": (_competence, "a list of numbers")},
+    key=lambda r: (r["task"], r["episode"]))
+"""The schema of a `muse-llm` episodes.jsonl line (the fields resume and `report` rely on), read by
+`muse_common.records.read_records` like every other record kind."""
 
 
 def record_problem(record: Any) -> str | None:
-    """Why a parsed JSON line is not an episode record, or None."""
-    if not isinstance(record, dict):
-        return f"a JSON {type(record).__name__}, not an episode record"
-    missing = [k for k in RECORD_FIELDS if k not in record]
-    if missing:
-        return f"not an episode record (no {', '.join(missing)})"
-    for key, tp in RECORD_FIELDS.items():
-        value = record[key]
-        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-            return f"not an episode record ('{key}' is {value!r})"
-    if record["episode"] < 0 or record["steps"] < 0:
-        key = "episode" if record["episode"] < 0 else "steps"
-        return f"not an episode record ('{key}' is {record[key]}, below 0)"
-    memory = record.get("memory")
-    if memory is not None and not isinstance(memory, dict):
-        return f"not an episode record ('memory' is {memory!r}, not a mapping)"
-    competence = record.get("competence")
-    if competence is not None and not (isinstance(competence, list) and all(
-            c is None or (isinstance(c, int | float) and not isinstance(c, bool)) for c in competence)):
-        return f"not an episode record ('competence' is {competence!r}, not a list of numbers)"
-    return None
+    """Why a parsed JSON line is not an episode record (`is not an episode record ('steps' is -7, ...)`), or None."""
+    return EPISODE.problem(record)
 
 
 def _warn(message: str) -> None:
     print(f"muse-llm: warning: {message}", file=sys.stderr)
 
 
-def load_records(out_dir: str | Path, warn: Callable[[str], None] = _warn) -> list[dict[str, Any]]:
+def load_records(out_dir: str | Path, warn: Callable[[str], None] = _warn, *,
+                 resume: bool = False) -> list[dict[str, Any]]:
     """All finished-episode records of a run folder (empty when none yet), one per (task, episode).
 
-    Every line is checked against one schema (`record_problem`). A line that is not a record (invalid
-    JSON, `42`, `{"foo": 1}`, `steps: -7`, `memory: 5`) and a second record of a (task, episode) already
-    read are skipped; one warning line counts them and names their line numbers; the file is left as it
-    is. A torn last line (a kill mid-write) is skipped quietly.
+    The project's one reader of record files (`muse_common.records.read_records`, docs/reliability.md):
+
+    * a torn last line (a kill mid-append) is ignored; with `resume=True` it is cut from the file and one
+      warning line says so: that episode is redone;
+    * any other line that is not JSON or not an episode record (`42`, `{"foo": 1}`, `steps: -7`, `memory: 5`)
+      raises `RecordError`, one line naming the file, the line number and the field, and the file is left
+      as it is: a malformed record is never counted, and a resume never silently redoes or drops its episode;
+    * a second record of a (task, episode) already read is dropped (the first is kept) and said in one
+      warning line; with `resume=True` the file is rewritten without it, atomically.
     """
-    path = episodes_path(out_dir)
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    torn_tail = not data.endswith(b"\n")
-    out = []
-    seen: set[tuple[str, int]] = set()
-    skipped: list[str] = []
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            if not (torn_tail and n == len(lines)):
-                skipped.append(f"line {n} is not valid JSON")
-            continue
-        problem = record_problem(record)
-        if problem:
-            skipped.append(f"line {n} is {problem}")
-            continue
-        key = (record["task"], record["episode"])
-        if key in seen:
-            skipped.append(f"line {n} repeats task {key[0]!r} episode {key[1]} (the first record is kept)")
-            continue
-        seen.add(key)
-        out.append(record)
-    if skipped:
-        warn(f"{path}: {len(skipped)} line(s) skipped, {'; '.join(skipped)} (the file is left as it is)")
-    return out
+    return read_records(episodes_path(out_dir), EPISODE, resume=resume, say=warn)
 
 
 def done_pairs(records: list[dict[str, Any]]) -> set[tuple[str, int]]:

@@ -7,7 +7,6 @@ with a `reason`; the run goes on.
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -173,10 +172,9 @@ def run_eval(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = rec.episodes_path(out_dir)
-    if rec.repair_torn_tail(path):  # said, as every reader of a record kind says it (docs/reliability.md)
-        print(f"muse-llm: warning: {path}: cut a torn last line (a write cut short); that episode is redone",
-              file=sys.stderr)
-    records = rec.load_records(out_dir)
+    # a torn last line is cut (and said: that episode is redone), a duplicate dropped from the file (said);
+    # a malformed line stops here in one line (RecordError), before anything runs (docs/reliability.md)
+    records = rec.load_records(out_dir, resume=True)
     rec.check_same_run(records, env_name, agent_name, out_dir)
     done = rec.done_pairs(records)
     wanted = [(str(t), e) for t in task_ids for e in range(episodes)]

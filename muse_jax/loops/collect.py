@@ -15,6 +15,7 @@ and the reason is kept in `faults`; after `max_restarts` restarts in a row the e
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -83,6 +84,9 @@ class Collector:
         self.task_names = task_names
         self._seed, self._timeout, self._max_restarts = seed, step_timeout_s, max_restarts
         self.faults: list[dict[str, Any]] = []
+        # wall seconds spent in the vector env's own step so far (policy and bookkeeping excluded), public so
+        # that a benchmark times env stepping without wrapping a private method (collect_overhead.py --loop)
+        self.env_s = 0.0
         self._restarts_in_a_row = 0
         self.venv = make_venv(seed)
         self.num_envs = self.venv.num_envs
@@ -102,10 +106,14 @@ class Collector:
         self._buffers: list[list[dict[str, Any]]] = [[] for _ in range(self.num_envs)]
 
     def _env_step(self, action: np.ndarray) -> tuple:
-        if hasattr(self.venv, "step_async"):  # AsyncVectorEnv: a hung worker becomes a timeout error
-            self.venv.step_async(action)
-            return self.venv.step_wait(timeout=self._timeout)
-        return self.venv.step(action)
+        t0 = time.perf_counter()
+        try:
+            if hasattr(self.venv, "step_async"):  # AsyncVectorEnv: a hung worker becomes a timeout error
+                self.venv.step_async(action)
+                return self.venv.step_wait(timeout=self._timeout)
+            return self.venv.step(action)
+        finally:
+            self.env_s += time.perf_counter() - t0
 
     def _restart(self, error: BaseException) -> None:
         self._restarts_in_a_row += 1

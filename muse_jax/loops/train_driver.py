@@ -202,6 +202,13 @@ class TrainDriver:
         fn = memo_jit("task_train", graphdef, None, lambda: make_task_train_step(graphdef))
         return cls(fn, state, train_steps, key, tasks=tasks, write_back="now")
 
+    @property
+    def step_fn(self) -> Callable:
+        """The train step `(state, batch, key) -> (state, metrics)` that `train` runs (after the first `train`
+        call: the compiled program), e.g. to time it alone on a batch (benchmarks/collect_overhead.py --loop).
+        The state argument is donated: pass the state it returned last, as `train` does."""
+        return self._fn
+
     def replay_batches(self, replay: Replay) -> ReplayBatches:
         """Pre-training's batch source for `replay`."""
         return ReplayBatches(replay, self.rows, lambda b: parallel.shard_batch(b, self.mesh))

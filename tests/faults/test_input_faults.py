@@ -292,34 +292,30 @@ def _warnings(stderr: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_report_skips_non_record_lines_with_their_line_numbers(tmp_path: Path) -> None:
+def test_report_refuses_the_first_non_record_line_by_its_number(tmp_path: Path) -> None:
+    """A complete line that is not an episode record is never counted nor silently skipped: one line names the
+    file, the line number (the first bad one), what is wrong and the fix; the file is left as it is."""
     run = tmp_path / "run"
     _records_with_junk(run)
     before = digest(run / "episodes.jsonl")
     proc = cli("muse-llm", "report", str(run), timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    (warn,) = _warnings(proc.stderr)  # one line counts and names them all
-    assert f"{len(NOT_RECORDS)} line(s) skipped" in warn, warn
-    named = [int(part.split()[0]) for part in warn.split(" line ")[1:]]
-    assert named == list(range(2, 2 + len(NOT_RECORDS))), warn
-    assert "| run | minecraft |" in proc.stdout and "| 2 |" in proc.stdout, proc.stdout
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = error_line(proc.stderr, "muse-llm report")
+    assert f"{run / 'episodes.jsonl'} line 2 is a JSON int, not an episode record" in line, line
+    assert "fix or delete that line" in line and not _warnings(proc.stderr), proc.stderr
     assert digest(run / "episodes.jsonl") == before
 
 
 @pytest.mark.slow
-def test_run_resume_skips_non_record_lines_and_keeps_them(tmp_path: Path) -> None:
+def test_run_resume_refuses_non_record_lines_and_keeps_them(tmp_path: Path) -> None:
+    """Resume neither redoes nor drops the episodes behind a malformed line: it stops before running anything."""
     out = tmp_path / "run"
-    good = _records_with_junk(out)
+    _records_with_junk(out)
     original = (out / "episodes.jsonl").read_text()
     proc = cli("muse-llm", "run", "--env", "minecraft", "--agent", "scripted-test", "--model",
                "smollm2", "--tasks", "mine_log", "--episodes", "3", "--max-steps", "3", "--out", str(out),
                "--no-progress", timeout=300, env={"PYTHONPATH": f"{Path(__file__).parent}:{ROOT}"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    assert len(_warnings(proc.stderr)) == 1, proc.stderr
-    text = (out / "episodes.jsonl").read_text()
-    assert text.startswith(original), "earlier lines were changed"
-    new = [json.loads(x) for x in text[len(original):].splitlines()]
-    assert [(r["task"], r["episode"]) for r in new] == [("mine_log", 2)], new  # episodes 0, 1 were done
-    assert len(good) == 2
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = error_line(proc.stderr, "muse-llm run")
+    assert f"{out / 'episodes.jsonl'} line 2 " in line and "fix or delete that line" in line, line
+    assert (out / "episodes.jsonl").read_text() == original

@@ -124,30 +124,46 @@ def test_report_counts_each_valid_record_of_the_run_once(tmp_path: Path) -> None
                                               "episodes": 2, "max_steps": 3, "tasks": ["mine_log", "mine_sand"],
                                               "env_opt": {}, "agent_opt": {}}))
     good = [_record("mine_log", 0, True), _record("mine_log", 1, False), _record("mine_sand", 0, False)]
-    bad_lines = [
-        json.dumps(good[0]),  # a duplicate: counted once
-        json.dumps(_record("mine_sand", 1, True, steps=-7)),  # negative steps: not a record
-        json.dumps(_record("mine_sand", 1, True, memory=5)),
-        json.dumps(_record("mine_sand", 1, True, memory="abc")),
-    ]
+    duplicate = json.dumps(_record("mine_log", 0, False))  # a second record of mine_log 0: the first counts
     outside = [_record("craft_planks", 0, True), _record("mine_log", 5, True)]  # not asked for by run.json
     nan = _record("mine_sand", 1, True, competence=[float("nan")])  # a record, but NaN is no prediction
-    lines = [json.dumps(r) for r in good] + bad_lines + [json.dumps(r) for r in outside] + [json.dumps(nan)]
+    lines = [json.dumps(r) for r in good] + [duplicate] + [json.dumps(r) for r in outside] + [json.dumps(nan)]
     (run / "episodes.jsonl").write_text("\n".join(lines) + "\n")
+    before = (run / "episodes.jsonl").read_text()
     proc = _report(run)
     assert proc.returncode == 0, proc.stderr[-3000:]
     no_traceback(proc.stderr)
     warns = [ln for ln in proc.stderr.splitlines() if ln.startswith("muse-llm: warning:")]
-    assert len(warns) == 2, warns  # one for the skipped lines, one for the records outside the run
-    assert "4 line(s) skipped" in warns[0] and "repeats task 'mine_log' episode 0" in warns[0], warns[0]
-    for n in (4, 5, 6, 7):
-        assert f"line {n} " in warns[0], (n, warns[0])
+    assert len(warns) == 2, warns  # one for the duplicate, one for the records outside the run
+    assert "dropped 1 duplicate episode record(s) (line(s) 4; the first is kept)" in warns[0], warns[0]
     assert "2 record(s) of episodes outside the run" in warns[1], warns[1]
     row = _row(proc.stdout, "Success rate")
     assert row["Episodes"] == "4" and row["Success rate"] == "0.500", row  # 2 of 4: the run's own episodes
     sa = _row(proc.stdout, "Predictions")
     assert sa["Predictions"] == "3", sa  # the NaN competence is no prediction
     assert not math.isnan(float(sa["Accuracy"])) and sa["Accuracy"] == "1.000", sa
+    assert (run / "episodes.jsonl").read_text() == before  # report reads, never rewrites
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("bad", "words"), [
+    ({"steps": -7}, "('steps' is -7, not an integer >= 0)"),
+    ({"memory": 5}, "('memory' is 5, not a mapping)"),
+    ({"memory": "abc"}, "('memory' is 'abc', not a mapping)"),
+], ids=["negative-steps", "memory-int", "memory-text"])
+def test_report_refuses_a_malformed_record_in_one_line(tmp_path: Path, bad: dict, words: str) -> None:
+    """A wrong record is never counted: `report` stops, naming the file, the line and the fix."""
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [_record("mine_log", 0, True), _record("mine_log", 1, False, **bad), _record("mine_sand", 0, False)]
+    (run / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    before = (run / "episodes.jsonl").read_text()
+    proc = _report(run)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = error_line(proc.stderr, "muse-llm report")
+    assert f"{run / 'episodes.jsonl'} line 2 is not an episode record {words}" in line, line
+    assert "fix or delete that line" in line, line
+    assert (run / "episodes.jsonl").read_text() == before
 
 
 @pytest.mark.slow
@@ -172,20 +188,21 @@ def test_report_threshold_out_of_range(finished_run: Path, threshold: str) -> No
 
 
 @pytest.mark.slow
-def test_resume_over_records_with_bad_memory(tmp_path: Path) -> None:
+def test_resume_over_records_with_bad_memory_is_refused(tmp_path: Path) -> None:
+    """A record whose memory is not a mapping is not silently skipped and its episode redone: the resume stops
+    in one line before running anything, and the file is left as it is."""
     out = tmp_path / "run"
     first = _run(out)
     assert first.returncode == 0, first.stderr[-2000:]
     recs = jsonl_lines(out / "episodes.jsonl")
     lines = [json.dumps({**recs[0], "memory": 5}), json.dumps({**recs[1], "memory": "abc"})]
     (out / "episodes.jsonl").write_text("\n".join(lines) + "\n")
-    proc = _run(out)  # both lines are skipped: their episodes are run again
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    no_traceback(proc.stderr)
-    warns = [ln for ln in proc.stderr.splitlines() if ln.startswith("muse-llm: warning:")]
-    assert len(warns) == 1 and "'memory' is 5" in warns[0] and "'memory' is 'abc'" in warns[0], warns
-    valid = [r for r in jsonl_lines(out / "episodes.jsonl") if isinstance(r.get("memory"), dict)]
-    assert sorted(r["episode"] for r in valid) == [0, 1]
+    before = (out / "episodes.jsonl").read_text()
+    proc = _run(out)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = error_line(proc.stderr, "muse-llm run")
+    assert f"{out / 'episodes.jsonl'} line 1 " in line and "'memory' is 5" in line, line
+    assert (out / "episodes.jsonl").read_text() == before
 
 
 @pytest.mark.slow

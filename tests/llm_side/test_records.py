@@ -92,3 +92,64 @@ def test_a_kill_at_any_byte_leaves_a_prefix_of_whole_records(tmp_path_factory, c
     append_jsonl(p, {"task": "new", "episode": 99})
     after = list(read_jsonl(p))
     assert after[-1] == {"task": "new", "episode": 99} and after[:-1] == RECORDS[: len(after) - 1]
+
+
+def _episode(task: str, episode: int, **kw) -> dict:
+    return {"env": "e", "task": task, "agent": "a", "episode": episode, "success": False, "steps": 3, **kw}
+
+
+def _write_lines(folder, lines: list[str], tail: str = "") -> bytes:
+    data = ("".join(x + "\n" for x in lines) + tail).encode()
+    (folder / rec.EPISODES_FILE).write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize(("line", "words"), [
+    ("{broken", "is not valid JSON"),
+    ("42", "is a JSON int, not an episode record"),
+    (json.dumps(_episode("t", 1, steps=-7)), "('steps' is -7, not an integer >= 0)"),
+    (json.dumps(_episode("t", 1, success="yes")), "('success' is 'yes', not true or false)"),
+    (json.dumps(_episode("t", 1, memory=5)), "('memory' is 5, not a mapping)"),
+    (json.dumps({"env": "e", "task": "t"}), "(no agent, episode, success, steps)"),
+], ids=["not-json", "int", "negative-steps", "success-text", "memory-int", "missing"])
+def test_a_malformed_line_inside_the_file_is_refused_in_one_line(tmp_path, line, words):
+    """Not the torn tail of a kill: refused (never counted, its episode never silently redone), naming the
+    file, the line, the problem and the fix; the file is left as it is, on resume too."""
+    data = _write_lines(tmp_path, [json.dumps(_episode("t", 0)), line, json.dumps(_episode("t", 2))])
+    for resume in (False, True):
+        with pytest.raises(rec.RecordError) as err:
+            rec.load_records(tmp_path, warn=pytest.fail, resume=resume)
+        message = str(err.value)
+        assert "\n" not in message and message.startswith(f"{tmp_path / rec.EPISODES_FILE} line 2 "), message
+        assert words in message and "fix or delete that line" in message, message
+        assert (tmp_path / rec.EPISODES_FILE).read_bytes() == data
+
+
+def test_a_torn_last_line_is_ignored_when_read_and_cut_on_resume_with_one_warning(tmp_path):
+    good = [_episode("t", 0), _episode("t", 1)]
+    data = _write_lines(tmp_path, [json.dumps(r) for r in good], tail='{"env": "e", "task": "t", "epi')
+    assert rec.load_records(tmp_path, warn=pytest.fail) == good  # a read changes nothing and says nothing
+    assert (tmp_path / rec.EPISODES_FILE).read_bytes() == data
+    said: list[str] = []
+    assert rec.load_records(tmp_path, warn=said.append, resume=True) == good
+    assert len(said) == 1 and "cut a torn last line" in said[0] and "redone" in said[0], said
+    assert (tmp_path / rec.EPISODES_FILE).read_text() == "".join(json.dumps(r) + "\n" for r in good)
+
+
+def test_a_duplicate_is_counted_once_and_said_then_dropped_from_the_file_on_resume(tmp_path):
+    first, again = _episode("t", 0, success=True), _episode("t", 0, success=False)
+    lines = [json.dumps(first), json.dumps(_episode("t", 1)), json.dumps(again)]
+    data = _write_lines(tmp_path, lines)
+    said: list[str] = []
+    assert rec.load_records(tmp_path, warn=said.append) == [first, _episode("t", 1)]
+    assert len(said) == 1 and "dropped 1 duplicate episode record(s) (line(s) 3; the first is kept)" in said[0]
+    assert (tmp_path / rec.EPISODES_FILE).read_bytes() == data  # a read (report) leaves the file as it is
+    said.clear()
+    assert rec.load_records(tmp_path, warn=said.append, resume=True) == [first, _episode("t", 1)]
+    assert len(said) == 1 and "the file is left as it is" not in said[0]
+    assert rec.load_records(tmp_path, warn=pytest.fail) == [first, _episode("t", 1)]  # rewritten without it
+
+
+def test_a_nan_competence_is_a_record():
+    assert rec.record_problem(_episode("t", 0, competence=[float("nan"), None, 1])) is None
+    assert "'competence'" in rec.record_problem(_episode("t", 0, competence=[True]))

@@ -105,6 +105,22 @@ def test_resume_after_interrupt_runs_each_pair_once_and_restores_memory(tmp_path
     assert (tmp_path / "episodes.jsonl").read_text() == before
 
 
+def test_resume_refuses_a_malformed_record_before_running_anything(tmp_path):
+    """A complete line that is not an episode record (not the torn tail of a kill) stops the resume in one
+    line naming the file and line: its episode is neither counted nor silently redone, nothing is appended."""
+    from llm_side.harness.records import RecordError
+
+    env = FakeEnv(n_tasks=1)
+    _run(env, MemoryAgent(), tmp_path, env.task_ids(), episodes=2)
+    path = tmp_path / "episodes.jsonl"
+    first, second = path.read_text().splitlines()
+    path.write_text(first + "\n" + second.replace('"steps": ', '"steps": -') + "\n")
+    before = path.read_bytes()
+    with pytest.raises(RecordError, match=r"episodes.jsonl line 2 is not an episode record \('steps' is -"):
+        _run(env, MemoryAgent(), tmp_path, env.task_ids(), episodes=3)
+    assert path.read_bytes() == before
+
+
 def test_refuses_to_mix_runs_and_bad_arguments(tmp_path):
     env = FakeEnv(n_tasks=1)
     _run(env, MemoryAgent(), tmp_path, env.task_ids(), episodes=1)

@@ -111,3 +111,11 @@ def test_host_devices_flag_is_checked(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--batch", "6", "--host-devices", "4"])
     assert "--batch 6 must be a multiple of --host-devices 4" in capsys.readouterr().err
+    for n in ("-1", "100000"):  # no upper bound used to set up 100000 devices before the first step
+        with pytest.raises(SystemExit) as exit_:
+            parse_args(["--batch", "100000", "--host-devices", n])
+        assert exit_.value.code == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+        assert f"--host-devices {n}: give 1 to " in line and "or 0 for jax's default" in line, line
+        assert "Traceback" not in line
+    assert parse_args(["--batch", "8", "--host-devices", "8"]).host_devices == 8

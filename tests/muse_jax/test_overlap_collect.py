@@ -90,6 +90,29 @@ def test_collector_step_without_state_needs_a_prefetch():
         col.step()
 
 
+def test_collector_counts_the_seconds_spent_in_the_envs_step():
+    """`Collector.env_s`: the public counter benchmarks/collect_overhead.py --loop reads (no private wrapping);
+    only the vector env's step counts, not the policy."""
+    import time
+
+    class SlowVecEnv(ScriptedVecEnv):
+        def step(self, action):
+            time.sleep(0.02)
+            return super().step(action)
+
+    def slow_policy(state, carry, obs, key, mode):
+        time.sleep(0.1)
+        n = obs["proprio"].shape[0]
+        return np.zeros((n, 2), np.float32), carry, {"competence": np.zeros(n), "value": np.zeros(n)}
+
+    col = Collector(lambda s: SlowVecEnv(), slow_policy, {}, ["t"], seed=0)
+    assert col.env_s == 0.0
+    for _ in range(3):
+        col.step(0, "dreamer")
+    assert 3 * 0.02 <= col.env_s < 3 * 0.1, col.env_s  # the policy's 0.3 s are not in it
+    col.close()
+
+
 def test_overlap_collect_setting_defaults_off_and_older_runs_resume_without_it():
     cfg = load_config("smoke")
     assert cfg.train.overlap_collect is False

@@ -238,3 +238,31 @@ def test_jit_sharded_step_without_state_needs_replicated():
     assert float(metrics["n"]) == 6.0 and state["w"].sharding.is_fully_replicated
     with pytest.raises(ValueError, match="needs the learner state"):
         parallel.jit_sharded_step(lambda s, b, k: (s, {}), None, mesh, "fsdp")
+
+
+@pytest.mark.parametrize("n", [0, -1, 65, 10**6, 2.5, True, "2", None])
+def test_set_host_devices_refuses_nonsense_in_one_line(n, monkeypatch):
+    """Checked before jax's config is touched: nothing changes, one line names the range and the value."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the cap is 64 on a small machine
+    before = jax.config.jax_num_cpu_devices
+    with pytest.raises(ValueError) as err:
+        parallel.set_host_devices(n)
+    message = str(err.value)
+    assert "\n" not in message and "from 1 to 64" in message and f"got {n!r}" in message, message
+    assert jax.config.jax_num_cpu_devices == before
+
+
+def test_host_device_cap_follows_a_big_machine(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 192)
+    assert parallel.max_host_devices() == 192
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert parallel.max_host_devices() == 64
+
+
+def test_set_host_devices_after_jax_started_is_one_line():
+    jax.devices()  # the CPU backend is up: too late to split it
+    with pytest.raises(RuntimeError) as err:
+        parallel.set_host_devices(2)
+    message = str(err.value)
+    assert "\n" not in message and "cannot split the host into 2 devices" in message, message
+    assert "before anything touches a device" in message, message

@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
 
 
-def _run(script: str, *flags: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, JAX_PLATFORMS="cpu", MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+def _run(script: str, *flags: str, timeout: int = 600, **env_vars: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"), **env_vars)
     return subprocess.run([sys.executable, str(BENCH / script), *flags], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=timeout)
 
@@ -68,9 +68,11 @@ def test_collect_overhead_compares_collector_and_raw_env_on_the_same_envs():
 
 
 @pytest.mark.slow
-def test_collect_overhead_loop_times_a_learning_run_with_and_without_overlap():
-    proc = _run("collect_overhead.py", "--loop", "--config", "smoke", "--updates", "3", "--warmup-updates", "1")
+def test_collect_overhead_loop_times_a_learning_run_with_and_without_overlap(tmp_path):
+    proc = _run("collect_overhead.py", "--loop", "--config", "smoke", "--updates", "3", "--warmup-updates", "1",
+                TMPDIR=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not list(tmp_path.glob("collect_overhead_loop_*"))  # each run's temporary folder is removed
     lines = [json.loads(x) for x in proc.stdout.strip().splitlines() if x.startswith("{")]
     runs, rec = lines[:-1], lines[-1]
     assert [r["overlap_collect"] for r in runs] == [False, True]
@@ -81,6 +83,43 @@ def test_collect_overhead_loop_times_a_learning_run_with_and_without_overlap():
     assert r["per_update_s"]["prefetch"] > 0 and runs[0]["per_update_s"]["prefetch"] == 0
     assert rec["summary"] and rec["ratio"] == rec["overlap_ratio"] == runs[1]["ratio"]
     assert rec["overlap_speedup"] == pytest.approx(runs[1]["loop_updates_per_s"] / runs[0]["loop_updates_per_s"])
+    assert all(0 < r["per_update_s"]["env"] < r["loop_s"] / r["updates"] for r in runs)  # Collector.env_s
+
+
+def test_collect_overhead_loop_closes_the_run_and_removes_its_folder_on_an_error(tmp_path, monkeypatch):
+    """A run that fails mid-loop still closes its logger and envs (in that order) and leaves no temporary
+    folder behind."""
+    import tempfile
+    import types
+
+    sys.path.insert(0, str(REPO))
+    from benchmarks import collect_overhead
+    from muse_jax.config import load_config
+    from muse_jax.loops import pretrain
+
+    closed, made = [], []
+
+    class FailingRun:
+        def __init__(self, cfg, logdir, ckpt, total, echo, desc):
+            made.append(logdir)
+            (logdir / "metrics.jsonl").write_text("{}\n")
+            noop = lambda *a, **k: None  # noqa: E731
+            self.collector = types.SimpleNamespace(step=noop, prefetch=noop, env_s=0.0,
+                                                   close=lambda: closed.append("envs"))
+            self.logger = types.SimpleNamespace(close=lambda: closed.append("logger"))
+            self.driver = types.SimpleNamespace(train_steps=0, flush_context=noop, state=None)
+            self.replay = types.SimpleNamespace(sample=noop)
+            self.train = self.log = noop
+
+        def loop(self, mode):
+            raise RuntimeError("the envs failed")
+
+    monkeypatch.setattr(pretrain, "_Pretraining", FailingRun)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(RuntimeError, match="the envs failed"):
+        collect_overhead.time_loop(load_config("smoke"), False, 1, 1, "dreamer")
+    assert closed == ["logger", "envs"] and len(made) == 1 and made[0].parent == tmp_path
+    assert not list(tmp_path.glob("collect_overhead_loop_*"))
 
 
 def test_collect_overhead_bad_config_is_one_line():

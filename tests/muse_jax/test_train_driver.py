@@ -66,3 +66,26 @@ def test_training_posteriors_are_written_back_into_replay_only_with_replay_conte
     written = sum(int(np.abs(ep["deter"]).sum() > 0) for ep in replay._episodes)
     assert (written > 0) == context
     assert not any(k.startswith("replay_context") for k in driver.metrics.read())  # not averaged as metrics
+
+
+def test_step_fn_is_the_step_train_runs():
+    """The public handle on the train step (benchmarks/collect_overhead.py times it alone on a batch)."""
+    import jax
+
+    from muse_jax.loops.train_driver import TrainDriver
+
+    def step(state, batch, key):
+        return state + batch, {"loss/x": jnp.float32(state)}
+
+    class Batches:
+        def can_sample(self):
+            return True
+
+        def sample(self):
+            return 1, None
+
+    driver = TrainDriver(step, 0, 0, jax.random.key(0), write_back="never")
+    assert driver.step_fn is step
+    assert driver.train(Batches(), 2) == 2 and driver.state == 2
+    assert driver.step_fn is step  # one host: the same function train ran
+    assert driver.step_fn(driver.state, 5, jax.random.key(1))[0] == 7
