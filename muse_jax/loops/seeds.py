@@ -219,10 +219,13 @@ class SeedStack:
 
     def train_requested(self) -> None:
         """Run the steps the seeds asked for this tick: while any seed owes one and can sample, one
-        vmapped step (seeds that owe none or cannot sample sit it out, masked)."""
+        vmapped step (seeds that owe none or cannot sample sit it out, masked). A seed's queued posteriors
+        are written back first only when it owes a step (as `TrainDriver.train`): a tick with none owed
+        does not wait for the device."""
         requests, self._requests = self._requests, {}
-        for k in requests:
-            self.flush(k)
+        for k, (_, due) in requests.items():
+            if self.train_steps[k] < due:
+                self.flush(k)
         while True:
             active = [k for k, (source, due) in sorted(requests.items())
                       if self.train_steps[k] < due and source.can_sample()]

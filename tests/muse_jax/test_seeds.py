@@ -143,3 +143,28 @@ def test_masked_lanes_keep_their_state_exactly(tiny_cfg, make_batch):
         after = nnx.state(nnx.merge(learners[k].graphdef, after), nnx.Param)
         same = [np.array_equal(u, v) for u, v in zip(jax.tree.leaves(before), jax.tree.leaves(after), strict=True)]
         assert (not all(same)) if moved else all(same)
+
+
+def test_a_tick_with_no_step_owed_leaves_the_posteriors_queued(tiny_cfg):
+    """Queued training posteriors are written back before a seed's next batch, and only then: a tick where
+    a seed owes no step does not read them from the device (as the 1-seed `TrainDriver.train`)."""
+
+    class Source:
+        written: list = []
+
+        def write_back(self, where, context):
+            self.written.append(where)
+
+    class Context:
+        def lane(self, k):
+            return k
+
+    stack = S.SeedStack(tiny_cfg, (0, 1))
+    stack.train_steps = [5, 5]
+    source = Source()
+    stack._pending = [[(source, "seed0-step4", Context())], [(source, "seed1-step4", Context())]]
+    stack._requests = {0: (source, 5), 1: (source, 5)}  # both have reached `due`: nothing owed
+    stack.train_requested()
+    assert source.written == [] and all(stack._pending)
+    stack.flush(1)  # a checkpoint's flush_context still writes them
+    assert source.written == ["seed1-step4"] and stack._pending[1] == [] and stack._pending[0]
