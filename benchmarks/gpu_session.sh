@@ -9,7 +9,8 @@
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
 # size1m and size12m, float32 and bfloat16, 5 seeds in one step against one (wm_throughput.py --seeds),
 # and, with time left, a learning run's updates/s against its train
-# step (benchmarks/collect_overhead.py --loop) and the scan-unroll settings. When the official
+# step (benchmarks/collect_overhead.py --loop), the scan-unroll settings and the step's parts timed apart
+# (benchmarks/step_breakdown.py). When the official
 # DreamerV3 source (.official/dreamer-3.3.1, fetched by benchmarks/official/setup.sh) and its
 # requirements (wheels in .whl/official/, see benchmarks/gpu_prepare.sh) were carried, the official side
 # runs in the same process pairs (ratios in one run); else this project's side runs alone and the
@@ -123,4 +124,11 @@ for s in "model.observe_unroll=8 behavior.imag_unroll=15" "model.observe_unroll=
   run "unroll ($s) ${SIZES[0]} float32" $(( EXPECT[${SIZES[0]}] * 2 )) --size "${SIZES[0]}" --dtype float32 \
     --ours-only "${sets[@]}"
 done
+# where the step's time goes on this device (docs/speed.md, "Where the step's CPU time goes"), with the time left
+BREAK_ARGS=(--size "${SIZES[0]}" --steps 10); BREAK_S=90
+[ $DRY = 1 ] && BREAK_ARGS=(--size size1m --batch 4 --seq 8 --steps 2) && BREAK_S=60
+if [ "$(left)" -lt $BREAK_S ]; then say "skip the step breakdown: $(left) s left, needs ~$BREAK_S s"
+else say "run the step breakdown"; timeout "$(left)" "$PY" benchmarks/step_breakdown.py "${BREAK_ARGS[@]}" \
+  --out "$OUTDIR/step_breakdown.jsonl" >>"$LOG" 2>&1 || say "step breakdown failed or timed out (exit $?; see log)"
+fi
 say "done: $(grep -c '"benchmark": "official_speed"' "$JSONL" 2>/dev/null || echo 0) records in $JSONL"
