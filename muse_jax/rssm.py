@@ -51,10 +51,6 @@ class RSSM(nnx.Module):
         """Prior p(z | h) log-probabilities [..., S, K] (unimixed)."""
         return self._logits(self.prior_net(deter_BxD))
 
-    def post_logits(self, deter_BxD: jax.Array, embed_BxE: jax.Array) -> jax.Array:
-        """Posterior q(z | h, e) log-probabilities [..., S, K] (unimixed)."""
-        return self._logits(self.post_net(jnp.concatenate([deter_BxD, embed_BxE.astype(deter_BxD.dtype)], -1)))
-
     def img_step(self, state: State, action_BxA: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
         """One prior step: (state, a) -> (next state, prior logits)."""
         u = dists.categorical_uniform(key, (action_BxA.shape[0], self.stoch))
@@ -69,15 +65,29 @@ class RSSM(nnx.Module):
 
     def obs_step(self, state: State, prev_action_BxA: jax.Array, embed_BxE: jax.Array, is_first_B: jax.Array,
                  key: jax.Array) -> tuple[State, jax.Array]:
-        """One posterior step, resetting state and previous action where `is_first`."""
-        keep = (1.0 - is_first_B.astype(jnp.float32))
-        deter = state["deter"] * keep[:, None]
-        stoch = state["stoch"] * keep[:, None, None]
-        action = prev_action_BxA * keep[:, None]
-        deter = self.core(deter, stoch.reshape(stoch.shape[0], -1), action)
-        logits = self.post_logits(deter, embed_BxE)
-        stoch = dists.categorical_sample_st(key, logits)
-        return dict(deter=deter, stoch=stoch), logits
+        """One posterior step, resetting state and previous action where `is_first`: (next state, posterior
+        logits). The step `observe` scans, its inputs prepared for one step."""
+        keep_B = 1.0 - is_first_B.astype(jnp.float32)
+        act_BxH, embed_BxH = self._obs_inputs(prev_action_BxA, embed_BxE, keep_B)
+        u = dists.categorical_uniform(key, (keep_B.shape[0], self.stoch))
+        return self._obs_step(state, act_BxH, embed_BxH, keep_B, u)
+
+    def _obs_inputs(self, action_xA: jax.Array, embed_xE: jax.Array, keep_x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """What a posterior step needs that does not depend on the carried state (any leading shape): the
+        (reset-masked) action's embedding and the observation embedding's share of the posterior's first
+        layer (W [h; e] = W[h] h + W[e] e). `observe` computes them for all T steps before its loop."""
+        act = self.core.embed_action(action_xA * keep_x[..., None])
+        return act, self.post_net.first_layer_share(embed_xE, slice(self.deter, None), bias=True)
+
+    def _obs_step(self, state: State, act_BxH: jax.Array, embed_BxH: jax.Array, keep_B: jax.Array,
+                  u_BxSx1: jax.Array) -> tuple[State, jax.Array]:
+        """The sequential part of a posterior step: reset, GRU, the rest of q(z | h, e), sample."""
+        deter = state["deter"] * keep_B[:, None]
+        stoch = (state["stoch"] * keep_B[:, None, None]).reshape(keep_B.shape[0], -1)
+        deter = self.core.step(deter, stoch, act_BxH)
+        pre = self.post_net.first_layer_share(deter, slice(0, self.deter), bias=False) + embed_BxH
+        logits = self._logits(self.post_net.from_first_layer(pre))
+        return dict(deter=deter, stoch=dists.categorical_sample_st_from_uniform(u_BxSx1, logits)), logits
 
     # --------------------------------------------------------------------- sequences
 
@@ -91,23 +101,15 @@ class RSSM(nnx.Module):
         """
         B, T = action_BxTxA.shape[:2]
         swap = lambda x: jnp.swapaxes(x, 0, 1)
-        # Computed for all T before the loop; each is what `obs_step` computes inside it (the same keys,
-        # hence the same uniforms; the embedding's share of the first posterior layer sums
-        # W[h] h + W[e] e in another order than W [h; e], float32 differences ~1e-7).
+        # Computed for all T before the loop, as `obs_step` computes them for one step (the same keys, hence
+        # the same uniforms).
         keep_TxB = 1.0 - swap(is_first_BxT).astype(jnp.float32)
         u_TxBxSx1 = jax.vmap(lambda k: dists.categorical_uniform(k, (B, self.stoch)))(jax.random.split(key, T))
-        act_TxBxH = self.core.embed_action(swap(action_BxTxA) * keep_TxB[..., None])
-        embed_TxBxH = self.post_net.first_layer_share(swap(embed_BxTxE), slice(self.deter, None), bias=True)
+        act_TxBxH, embed_TxBxH = self._obs_inputs(swap(action_BxTxA), swap(embed_BxTxE), keep_TxB)
 
         def step(carry: State, inp: tuple[jax.Array, ...]) -> tuple[State, tuple[jax.Array, ...]]:
-            act, emb, keep, u = inp
-            deter = carry["deter"] * keep[:, None]
-            stoch = (carry["stoch"] * keep[:, None, None]).reshape(B, -1)
-            deter = self.core.step(deter, stoch, act)
-            pre = self.post_net.first_layer_share(deter, slice(0, self.deter), bias=False) + emb
-            logits = self._logits(self.post_net.from_first_layer(pre))
-            stoch = dists.categorical_sample_st_from_uniform(u, logits)
-            return dict(deter=deter, stoch=stoch), (deter, stoch, logits)
+            carry, logits = self._obs_step(carry, *inp)
+            return carry, (carry["deter"], carry["stoch"], logits)
 
         last, (deter, stoch, post) = jax.lax.scan(
             step, state, (act_TxBxH, embed_TxBxH, keep_TxB, u_TxBxSx1), unroll=min(unroll, T))
