@@ -41,6 +41,7 @@ class Actor(nnx.Module):
         self.mean_out = linear(m.units, act_dim, rngs, dtype, scale=b.policy_outscale) if split else None
         self.std_out = linear(m.units, act_dim, rngs, dtype, scale=b.policy_outscale) if split else None
         self.min_std, self.max_std = b.min_std, b.max_std
+        self.act_dim = act_dim
 
     def dist(self, feat: jax.Array) -> tuple[jax.Array, jax.Array]:
         h = self.net(feat)
@@ -53,6 +54,17 @@ class Actor(nnx.Module):
         whose log-probability the actor loss takes, as dreamerv3 does."""
         mean, std = self.dist(feat)
         a = dists.normal_sample(key, mean, std)
+        return jnp.clip(a, -1.0, 1.0) if clip else a
+
+    def noise(self, key: jax.Array, n: int) -> jax.Array:
+        """The standard normal noise [n, A] that `sample` draws from `key` for n states (float32, as
+        `dists.bounded_normal` computes the mean and std)."""
+        return jax.random.normal(key, (n, self.act_dim), jnp.float32)
+
+    def sample_from_noise(self, feat: jax.Array, eps: jax.Array, clip: bool = True) -> jax.Array:
+        """`sample` given its noise (`noise`): imagination draws all steps' noise before its loop."""
+        mean, std = self.dist(feat)
+        a = dists.normal_sample_from_noise(eps, mean, std)
         return jnp.clip(a, -1.0, 1.0) if clip else a
 
 
@@ -111,8 +123,10 @@ def discount(cfg: Config) -> float:
 def imagine(wm, actor: Actor, starts: dict[str, jax.Array], key: jax.Array, horizon: int) -> dict[str, jax.Array]:
     """Imagined trajectories (no gradients) from every start state [N, ...]: feat, action, reward, cont."""
     start = dict(deter=sg(starts["deter"]), stoch=sg(starts["stoch"]))
-    policy = lambda s, k: actor.sample(sg(feature(s["deter"], s["stoch"])), k, clip=False)
-    traj, act = wm.rssm.imagine(start, policy, horizon, key, unroll=wm.cfg.behavior.imag_unroll)
+    n = start["deter"].shape[0]
+    policy = lambda s, eps: actor.sample_from_noise(sg(feature(s["deter"], s["stoch"])), eps, clip=False)
+    traj, act = wm.rssm.imagine(start, policy, horizon, key, unroll=wm.cfg.behavior.imag_unroll,
+                                draw=lambda k: actor.noise(k, n))
     traj = jax.tree.map(sg, traj)
     feat = feature(traj["deter"], traj["stoch"])
     reward = wm.reward(feat)

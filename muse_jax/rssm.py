@@ -13,6 +13,7 @@ prior forward with a policy, its key splits and sampling uniforms drawn before t
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -117,29 +118,36 @@ class RSSM(nnx.Module):
         prior = self.prior_logits(deter)
         return last, dict(deter=deter, stoch=stoch, post=post, prior=prior)
 
-    def imagine(self, state: State, policy: Callable[[State, jax.Array], jax.Array], horizon: int,
-                key: jax.Array, unroll: int = 1) -> tuple[dict[str, jax.Array], jax.Array]:
-        """Prior rollout: a_t = policy(s_t, key); s_{t+1} ~ p(.|f(s_t, a_t)), `unroll` steps per loop
-        iteration (`behavior.imag_unroll`).
+    def imagine(self, state: State, policy: Callable[[State, Any], jax.Array], horizon: int,
+                key: jax.Array, unroll: int = 1, draw: Callable[[jax.Array], Any] | None = None,
+                ) -> tuple[dict[str, jax.Array], jax.Array]:
+        """Prior rollout: a_t = policy(s_t, draw(key_t)); s_{t+1} ~ p(.|f(s_t, a_t)), `unroll` steps per
+        loop iteration (`behavior.imag_unroll`).
+
+        `draw` turns a step's policy key into the policy's randomness (e.g. its normal noise); all steps'
+        draws are made before the loop, in one batched draw, so that the loop carries only the chain.
+        Without it the policy receives the key itself (the same bits either way).
 
         Returns the trajectory including the start, `deter` [B,H+1,D], `stoch` [B,H+1,S,K], and
         the actions taken at every state [B,H+1,A] (the last one is sampled but not executed).
         """
+        draw = draw if draw is not None else (lambda k: k)
         keys = jax.random.split(key, horizon + 1)
         n = state["deter"].shape[0]
         # Drawn before the loop, the same bits per step as drawing them inside it.
         split_Hx2 = jax.vmap(jax.random.split)(keys[:-1])
         u_HxNxSx1 = jax.vmap(lambda k: dists.categorical_uniform(k, (n, self.stoch)))(split_Hx2[:, 1])
+        noise_H = jax.vmap(draw)(split_Hx2[:, 0])
 
-        def step(carry: State, inp: tuple[jax.Array, jax.Array]) -> tuple[State, tuple[jax.Array, ...]]:
-            ka, u = inp
-            a = policy(carry, ka)
+        def step(carry: State, inp: tuple[Any, jax.Array]) -> tuple[State, tuple[jax.Array, ...]]:
+            noise, u = inp
+            a = policy(carry, noise)
             nxt, _ = self._img_step(carry, a, u)
             return nxt, (carry["deter"], carry["stoch"], a)
 
-        last, (deter, stoch, act) = jax.lax.scan(step, state, (split_Hx2[:, 0], u_HxNxSx1),
+        last, (deter, stoch, act) = jax.lax.scan(step, state, (noise_H, u_HxNxSx1),
                                                  unroll=min(unroll, horizon))
-        a_last = policy(last, keys[-1])
+        a_last = policy(last, draw(keys[-1]))
         cat = lambda xs, x: jnp.concatenate([jnp.swapaxes(xs, 0, 1), x[:, None]], 1)
         traj = dict(deter=cat(deter, last["deter"]), stoch=cat(stoch, last["stoch"]))
         return traj, cat(act, a_last)

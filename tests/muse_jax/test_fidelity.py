@@ -137,6 +137,28 @@ def test_imagined_actions_are_unclipped_and_their_logp_is_used(trained):
     assert float(jnp.abs(traj["action"]).max()) > 1.0
 
 
+def test_imagination_draws_the_policy_noise_before_its_loop_with_the_same_bits(trained):
+    """`behavior.imagine` draws every step's action noise before the scan (`Actor.noise`, one batched
+    draw) instead of inside it: the actions and states equal a rollout whose policy draws from each
+    step's key (`Actor.sample`), bit for bit in the samples and to float32 reordering in the values."""
+    learner, _, _ = trained
+    agent, cfg = learner.agent(), learner.cfg
+    n = 32
+    starts = dict(deter=jax.random.normal(jax.random.key(1), (n, cfg.model.deter)),
+                  stoch=jax.nn.one_hot(jax.random.randint(jax.random.key(2), (n, cfg.model.stoch), 0,
+                                                          cfg.model.classes), cfg.model.classes),
+                  cont=jnp.ones(n))
+    key = jax.random.key(3)
+    hoisted = jax.jit(lambda k: behavior.imagine(agent.wm, agent.actor, starts, k, 5))(key)
+    in_loop = lambda s, k: agent.actor.sample(nets.feature(s["deter"], s["stoch"]), k, clip=False)
+    start = dict(deter=starts["deter"], stoch=starts["stoch"])
+    traj, act = jax.jit(lambda k: agent.wm.rssm.imagine(start, in_loop, 5, k))(key)
+    np.testing.assert_allclose(hoisted["action"], act, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(hoisted["feat"], nets.feature(traj["deter"], traj["stoch"]), rtol=1e-5, atol=1e-5)
+    other = jax.jit(lambda k: behavior.imagine(agent.wm, agent.actor, starts, k, 5))(jax.random.key(4))
+    assert float(jnp.abs(other["action"] - hoisted["action"]).max()) > 1e-2  # the noise is drawn from the key
+
+
 # ----------------------------------------------------------------------------- replay context
 
 
