@@ -134,7 +134,7 @@ def time_loop(cfg, overlap: bool, updates: int, warmup: int, mode: str) -> tuple
         cleanup.callback(shutil.rmtree, logdir, ignore_errors=True)
         ckpt = Checkpointer(logdir / "checkpoints", 1)
         cleanup.callback(ckpt.close)
-        run = pre._Pretraining(cfg, logdir, ckpt, 10**9, echo=lambda s: None, desc=f"overlap={overlap}")
+        run = pre.PretrainingRun(cfg, logdir, ckpt, 10**9, echo=lambda s: None, desc=f"overlap={overlap}")
         col = run.collector
         cleanup.callback(col.close)
         cleanup.callback(run.logger.close)

@@ -143,10 +143,10 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
     check_tasks(cfg.env.suite, cfg.env.tasks)  # a misspelt task fails here, before any work
     if from_step is not None:
         rewind_to(logdir, from_step, echo)
-    ckpt = _open_checkpoints(cfg, logdir)
+    ckpt = open_checkpoints(cfg, logdir)
     echo(f"replay needs {replay_megabytes(cfg):.1f} MB for {cfg.replay.capacity} steps")
     total = cfg.train.env_steps if stop_at is None else min(cfg.train.env_steps, stop_at)
-    run = _Pretraining(cfg, logdir, ckpt, total, echo)
+    run = PretrainingRun(cfg, logdir, ckpt, total, echo)
     try:
         loop = run.loop(act_mode)
         loop.run(done=lambda env_step: env_step >= total)
@@ -159,7 +159,7 @@ def _pretrain(cfg: Config, logdir: str | Path, *, stop_at: int | None = None, fr
     return run.result(loop.env_step)
 
 
-def _open_checkpoints(cfg: Config, logdir: Path) -> Checkpointer:
+def open_checkpoints(cfg: Config, logdir: Path) -> Checkpointer:
     """The run's checkpoints; a resume's config is checked before anything is built, so a wrong --logdir
     fails in a second."""
     ckpt = Checkpointer(logdir / "checkpoints", cfg.train.keep_checkpoints)
@@ -174,7 +174,7 @@ def _open_checkpoints(cfg: Config, logdir: Path) -> Checkpointer:
     return ckpt
 
 
-class _Pretraining:
+class PretrainingRun:
     """One pre-training run's parts (learner, replay, envs, train driver, clocks) and the callbacks the
     shared `RunLoop` calls after each env step (see the module docstring)."""
 

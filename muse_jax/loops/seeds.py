@@ -51,7 +51,7 @@ from muse_jax.config import Config
 from muse_jax.envs.suite import check_tasks
 from muse_jax.errors import CheckpointError, NonFiniteLossError
 from muse_jax.loops.jit_cache import memo_jit
-from muse_jax.loops.pretrain import _open_checkpoints, _Pretraining, replay_megabytes, rewind_to, set_aside
+from muse_jax.loops.pretrain import PretrainingRun, open_checkpoints, replay_megabytes, rewind_to, set_aside
 from muse_jax.loops.run_loop import RunLoop
 from muse_jax.loops.train_driver import DeviceMetrics, ReplayBatches, _non_finite_value, make_task_train_step
 from muse_jax.replay import Replay
@@ -60,7 +60,7 @@ __all__ = ["SeedDriver", "SeedMetrics", "SeedStack", "level_checkpoints", "make_
            "pretrain_seeds", "seed_logdirs"]
 
 TRAINED = "trained"
-"""The `RunLoop` mark after each seed's train callback (pretrain `_Pretraining.loop`)."""
+"""The `RunLoop` mark after each seed's train callback (pretrain `PretrainingRun.loop`)."""
 
 
 def seed_logdirs(logdir: str | Path, seeds: Sequence[int]) -> list[Path]:
@@ -186,7 +186,7 @@ class SeedStack:
         self._lanes: tuple[Any, ...] | None = None
 
     def join(self, k: int, label: str, graphdef: Any, state: Any, train_steps: int) -> SeedDriver:
-        """Seed k's (restored) state; its driver (`_Pretraining`'s `make_driver`)."""
+        """Seed k's (restored) state; its driver (`PretrainingRun`'s `make_driver`)."""
         if k != len(self._joined):
             raise ValueError(f"seed {k} joined out of order")
         self.graphdef = graphdef
@@ -350,13 +350,13 @@ def pretrain_seeds(cfgs: Sequence[Config], logdirs: Sequence[str | Path], *, sto
          f"({len(cfgs)} seeds)")
     total = cfg.train.env_steps if stop_at is None else min(cfg.train.env_steps, stop_at)
     stack = SeedStack(cfg, [c.train.seed for c in cfgs])
-    runs: list[_Pretraining] = []
+    runs: list[PretrainingRun] = []
     ckpts = []
     try:
         for k, (c, d) in enumerate(zip(cfgs, logdirs, strict=True)):
-            ckpts.append(_open_checkpoints(c, d))
+            ckpts.append(open_checkpoints(c, d))
             label = f"seed{c.train.seed}"
-            runs.append(_Pretraining(c, d, ckpts[-1], total, echo, desc=label, position=k,
+            runs.append(PretrainingRun(c, d, ckpts[-1], total, echo, desc=label, position=k,
                                      make_driver=functools.partial(stack.join, k, f"{label} ({d})")))
         stack.stack()
         loops = [run.loop(act_mode) for run in runs]

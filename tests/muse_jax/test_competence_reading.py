@@ -99,13 +99,13 @@ def test_replay_and_collector_episodes_store_the_labels_of_the_reading():
 
 
 def test_pretraining_stores_episodes_with_the_configured_reading():
-    """`_Pretraining.store_episodes` (the pre-training loop's callback) labels by `model.competence_reading`."""
+    """`PretrainingRun.store_episodes` (the pre-training loop's callback) labels by `model.competence_reading`."""
     cfg = load_config("smoke", {"model.competence_reading": "from_start"})
     ep, success = make_episode(6, success_at=2)
     host = types.SimpleNamespace(cfg=cfg, replay=Replay(100, 4, seed=0), window=[], recent=deque(maxlen=4),
                                  counters={"episodes": 0}, driver=None)
     tick = types.SimpleNamespace(episodes=[Episode("reach-v3", ep, success, np.zeros(6), np.zeros(6))], faults=[])
-    pre._Pretraining.store_episodes(host, tick)
+    pre.PretrainingRun.store_episodes(host, tick)
     np.testing.assert_array_equal(host.replay._episodes[0]["time_to_success"], [2] * 6)
     assert host.recent[0]["time_to_success"] == 2  # the record keeps the success step, whatever the reading
 

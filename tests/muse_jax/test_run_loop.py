@@ -86,10 +86,10 @@ def test_every_fires_like_a_local_clock_and_at_the_last_step(every, start, until
                                                                (1, 100, 4, 16, 512, 250)])
 def test_pretraining_start_rule_through_the_loop_owes_what_dreamerv3_rule_gives(num_envs, length, B, T, ratio,
                                                                                 total):
-    """Pre-training's train callback (`_Pretraining.ready_to_train` + TrainRatio) on the loop: the first
+    """Pre-training's train callback (`PretrainingRun.ready_to_train` + TrainRatio) on the loop: the first
     step comes once B * T env steps are collected and an episode can be sampled, then int(ratio / (B * T))
     per env step; the count is computed from the rule, not observed."""
-    from muse_jax.loops.pretrain import _Pretraining
+    from muse_jax.loops.pretrain import PretrainingRun
 
     col = ScriptedCollector(num_envs=num_envs, length=length)
     stored = {"episodes": 0}
@@ -101,7 +101,7 @@ def test_pretraining_start_rule_through_the_loop_owes_what_dreamerv3_rule_gives(
     loop = RunLoop(col, lambda step: (None, "x"), env_step=0, steps_per_tick=num_envs)
     loop.on_step(lambda tick: stored.__setitem__("episodes", stored["episodes"] + len(tick.episodes)))
     loop.on_step(lambda tick: trained.__setitem__("n", trained["n"] + fake.should_train(tick.env_step)),
-                 clock=lambda tick: _Pretraining.ready_to_train(fake, tick))
+                 clock=lambda tick: PretrainingRun.ready_to_train(fake, tick))
     loop.run(done=lambda step: step >= total)
     first_episode_end = length * num_envs  # the env step at which the first episodes finish
     start = max(first_episode_end, -(-B * T // num_envs) * num_envs)  # both, on the loop's step grid

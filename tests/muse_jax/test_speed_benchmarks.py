@@ -114,7 +114,7 @@ def test_collect_overhead_loop_closes_the_run_and_removes_its_folder_on_an_error
         def loop(self, mode):
             raise RuntimeError("the envs failed")
 
-    monkeypatch.setattr(pretrain, "_Pretraining", FailingRun)
+    monkeypatch.setattr(pretrain, "PretrainingRun", FailingRun)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(RuntimeError, match="the envs failed"):
         collect_overhead.time_loop(load_config("smoke"), False, 1, 1, "dreamer")
