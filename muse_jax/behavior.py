@@ -92,6 +92,9 @@ def lambda_return(reward_NxH1: jax.Array, cont_NxH1: jax.Array, value_NxH1: jax.
 
     reward[t] and cont[t] belong to arriving at state t, so index 0 is unused:
     R_t = r_{t+1} + disc * c_{t+1} * ((1 - lam) * v_{t+1} + lam * R_{t+1}),  R_H = v_H.
+
+    The recurrence is unrolled (as dreamerv3's Python loop is): H elementwise steps that XLA fuses, not
+    a while loop whose every iteration is a kernel launch and a host round trip on a GPU.
     """
     rew, live, val = reward_NxH1[:, 1:], disc * cont_NxH1[:, 1:], value_NxH1[:, 1:]
     interm = rew + live * (1.0 - lam) * val
@@ -101,7 +104,7 @@ def lambda_return(reward_NxH1: jax.Array, cont_NxH1: jax.Array, value_NxH1: jax.
         ret = i + lv * lam * nxt
         return ret, ret
 
-    _, rets = jax.lax.scan(step, value_NxH1[:, -1], (interm.T, live.T), reverse=True)
+    _, rets = jax.lax.scan(step, value_NxH1[:, -1], (interm.T, live.T), reverse=True, unroll=True)
     return rets.T
 
 

@@ -46,10 +46,15 @@ def twohot_bins(n: int, low: float = -20.0, high: float = 20.0) -> jax.Array:
 
 
 def twohot_encode(x: jax.Array, bins: jax.Array) -> jax.Array:
-    """Two-hot vector [..., n] whose expectation over `bins` equals x (clipped to the bin range)."""
+    """Two-hot vector [..., n] whose expectation over `bins` equals x (clipped to the bin range).
+
+    The bin is found by comparing x with every bin (as dreamerv3 does): one fused compare-and-count,
+    where a binary search is a while loop of log2(n) iterations, each a kernel launch on a GPU.
+    """
     x = jnp.clip(x.astype(jnp.float32), bins[0], bins[-1])
     n = bins.shape[0]
-    above = jnp.clip(jnp.searchsorted(bins, x, side="right"), 1, n - 1)  # index of first bin > x
+    above = jnp.searchsorted(bins, x, side="right", method="compare_all")  # index of first bin > x
+    above = jnp.clip(above, 1, n - 1)
     below = above - 1
     lo, hi = bins[below], bins[above]
     w_hi = jnp.clip((x - lo) / jnp.maximum(hi - lo, 1e-12), 0.0, 1.0)

@@ -33,6 +33,26 @@ def test_lambda_one_is_discounted_monte_carlo_and_zero_is_td():
     np.testing.assert_allclose(behavior.lambda_return(rew, cont, val, 0.5, 0.0), [[1 + 0.5 * 5, 1 + 0.5 * 7]])
 
 
+def test_lambda_return_has_no_loop_and_equals_the_rolled_recurrence():
+    """The recurrence is unrolled at trace time (dreamerv3's Python loop), so the train step holds no
+    while loop for it (on a GPU each iteration is a kernel launch and a host round trip); the numbers
+    equal the rolled `lax.scan` of the same recurrence to float32 rounding."""
+    key = jax.random.key(0)
+    rew, val = jax.random.normal(key, (64, 16)), 10.0 * jax.random.normal(jax.random.key(1), (64, 16))
+    cont = (jax.random.uniform(jax.random.key(2), (64, 16)) > 0.1).astype(jnp.float32)
+    disc, lam = 0.997, 0.95
+    lowered = jax.jit(behavior.lambda_return, static_argnums=(3, 4)).lower(rew, cont, val, disc, lam)
+    assert "while" not in lowered.as_text()
+
+    def rolled(nxt, inp):
+        r, c, v = inp
+        ret = r + disc * c * ((1 - lam) * v + lam * nxt)
+        return ret, ret
+
+    _, want = jax.lax.scan(rolled, val[:, -1], (rew[:, 1:].T, cont[:, 1:].T, val[:, 1:].T), reverse=True)
+    np.testing.assert_allclose(behavior.lambda_return(rew, cont, val, disc, lam), want.T, rtol=1e-5, atol=1e-4)
+
+
 def test_percentile_scale_ema_and_limit():
     cfg = Config()
     ret = jnp.linspace(0.0, 100.0, 101)

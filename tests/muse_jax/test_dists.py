@@ -33,6 +33,22 @@ def test_twohot_round_trip(jit):
     np.testing.assert_allclose(dec, x, rtol=1e-3, atol=1e-3)
 
 
+def test_twohot_encode_finds_the_bins_without_a_loop():
+    """The bins are found by one compare-and-count (as dreamerv3 does), not a binary-search while loop
+    (log2(n) launches per call on a GPU); the labels equal those a binary search gives, on exact bin
+    centres, between them and beyond both ends."""
+    bins = dists.twohot_bins(255)
+    x = jnp.concatenate([bins, 0.5 * (bins[1:] + bins[:-1]), jnp.array([-1e9, 1e9]),
+                         jax.random.normal(jax.random.key(0), (500,)) * 30.0])
+    assert "while" not in jax.jit(dists.twohot_encode).lower(x, bins).as_text()
+    n = bins.shape[0]
+    above = jnp.clip(jnp.searchsorted(bins, jnp.clip(x, bins[0], bins[-1]), side="right", method="scan"), 1, n - 1)
+    labels = dists.twohot_encode(x, bins)
+    below_got = jnp.argmax(labels > 0, -1)
+    assert bool(jnp.all((below_got == above - 1) | (below_got == above)))  # weight on the same two bins
+    np.testing.assert_array_equal(labels[:, above - 1].diagonal() + labels[:, above].diagonal(), 1.0)
+
+
 def test_twohot_decode_uniform_is_zero_and_loss_minimised_at_target():
     bins = dists.twohot_bins(31)
     assert float(dists.twohot_decode(jnp.zeros((31,)), bins)) == 0.0
