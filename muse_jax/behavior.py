@@ -93,19 +93,21 @@ def lambda_return(reward_NxH1: jax.Array, cont_NxH1: jax.Array, value_NxH1: jax.
     reward[t] and cont[t] belong to arriving at state t, so index 0 is unused:
     R_t = r_{t+1} + disc * c_{t+1} * ((1 - lam) * v_{t+1} + lam * R_{t+1}),  R_H = v_H.
 
-    The recurrence is unrolled (as dreamerv3's Python loop is): H elementwise steps that XLA fuses, not
-    a while loop whose every iteration is a kernel launch and a host round trip on a GPU.
+    The recurrence R_t = i_t + k_t R_{t+1} composes affine maps, so it is computed as a parallel prefix
+    (`lax.associative_scan`, log2(H) levels of a few fused ops) instead of a while loop of H iterations,
+    each a kernel launch and a host round trip on a GPU. The same returns to float32 reordering.
     """
     rew, live, val = reward_NxH1[:, 1:], disc * cont_NxH1[:, 1:], value_NxH1[:, 1:]
     interm = rew + live * (1.0 - lam) * val
 
-    def step(nxt: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        i, lv = inp
-        ret = i + lv * lam * nxt
-        return ret, ret
+    def compose(later: tuple[jax.Array, jax.Array], earlier: tuple[jax.Array, jax.Array],
+                ) -> tuple[jax.Array, jax.Array]:
+        """x -> i + k x of a later span, then of the earlier one (reverse scan: `later` comes first)."""
+        (k_later, i_later), (k_earlier, i_earlier) = later, earlier
+        return k_earlier * k_later, i_earlier + k_earlier * i_later
 
-    _, rets = jax.lax.scan(step, value_NxH1[:, -1], (interm.T, live.T), reverse=True, unroll=True)
-    return rets.T
+    k_NxH, i_NxH = jax.lax.associative_scan(compose, (live * lam, interm), reverse=True, axis=1)
+    return i_NxH + k_NxH * value_NxH1[:, -1:]
 
 
 def percentile_scale(ret: jax.Array, lo_ema: jax.Array, hi_ema: jax.Array, cfg: Config,

@@ -34,9 +34,9 @@ def test_lambda_one_is_discounted_monte_carlo_and_zero_is_td():
 
 
 def test_lambda_return_has_no_loop_and_equals_the_rolled_recurrence():
-    """The recurrence is unrolled at trace time (dreamerv3's Python loop), so the train step holds no
-    while loop for it (on a GPU each iteration is a kernel launch and a host round trip); the numbers
-    equal the rolled `lax.scan` of the same recurrence to float32 rounding."""
+    """The recurrence is a parallel prefix (`lax.associative_scan`), so the train step holds no while
+    loop for it (on a GPU each iteration is a kernel launch and a host round trip); the numbers equal
+    the rolled `lax.scan` of the same recurrence to float32 reordering."""
     key = jax.random.key(0)
     rew, val = jax.random.normal(key, (64, 16)), 10.0 * jax.random.normal(jax.random.key(1), (64, 16))
     cont = (jax.random.uniform(jax.random.key(2), (64, 16)) > 0.1).astype(jnp.float32)
