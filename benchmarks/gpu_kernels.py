@@ -43,7 +43,7 @@ import jax
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.report import emit_record  # noqa: E402
+from benchmarks.report import emit_record, git_commit  # noqa: E402
 from benchmarks.wm_throughput import build_config, synthetic_batch  # noqa: E402
 from muse_jax.agent import ObsSpec, create_learner, make_train_step  # noqa: E402
 from muse_jax.config import MODEL_SIZES  # noqa: E402
@@ -314,7 +314,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             "size": args.size, "batch": args.batch, "seq": args.seq, "obs_dim": args.obs_dim, "act_dim": args.act_dim,
             "dtype": cfg.model.compute_dtype, "observe_unroll": cfg.model.observe_unroll,
             "imag_horizon": cfg.behavior.imag_horizon, "imag_unroll": cfg.behavior.imag_unroll,
-            "overrides": list(args.set), "jax": jax.__version__}
+            "overrides": list(args.set), "jax": jax.__version__, "code": git_commit()}
     records = []
     for variant in (args.command_buffer or ["default"]) if cuda else ["n/a"]:
         with tempfile.TemporaryDirectory(prefix="gpu_kernels_") as dump:

@@ -57,7 +57,6 @@ import dataclasses
 import math
 import os
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -70,7 +69,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.report import emit_record  # noqa: E402
+from benchmarks.report import emit_record, git_commit  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED_DIR = Path(os.environ.get("MUSE_PUBLISHED_DIR", REPO.parent / "shared" / "data" / "published"))
@@ -189,14 +188,6 @@ def machine() -> str:
     d = jax.devices()[0]
     kind = "cpu" if d.platform == "cpu" else f"{d.platform} {d.device_kind}"
     return f"{kind} {os.cpu_count()}-core, load {os.getloadavg()[0]:.1f}"
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def checkpoint_steps(run: Path) -> list[int]:
@@ -781,7 +772,7 @@ def _harvest_seed(args: argparse.Namespace, out: Path, png: Path, sha: str, run:
 def _harvest_all(args: argparse.Namespace, cfgs: dict[int, Any], out: Path, runs: Path, png: Path,
                  stops: tuple[type[BaseException], ...]) -> int:
     """Train (or only harvest and plot) every seed into `out`, then print the summary record."""
-    sha, t0 = commit(), time.time()
+    sha, t0 = git_commit(), time.time()
 
     written = ensure_random_line(out, args.random_episodes, lambda n: random_line(
         cfgs[args.seeds[0]], args, n, args.seeds[0], machine(), sha))

@@ -11,8 +11,22 @@ results block of `README.md` from the committed JSON lines (`benchmarks/pages.py
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def git_commit(repo: Path = REPO) -> str:
+    """The checkout's short commit, which every record names so that a figure traces to its code
+    ("unknown" outside a git checkout)."""
+    try:
+        return subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def emit_record(record: dict[str, Any], out: str | None) -> dict[str, Any]:

@@ -200,8 +200,7 @@ def quickstart_record(runs: Path, *, command: str, measured: str, machine: str, 
 
 
 def main() -> None:
-    import subprocess
-
+    from benchmarks.report import git_commit
     from muse_common.arg_parser import ArgumentParser, path_text_arg
     from muse_common.files import append_jsonl
 
@@ -233,8 +232,7 @@ def main() -> None:
                                                       measured=args.measured, machine=args.machine,
                                                       wall_s=args.wall_s, budget=args.budget))
         return
-    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                           text=True, check=False).stdout.strip()
+    commit = args.commit or git_commit()
     for agent in ("muse", "dreamer"):
         line = run_line(Path(args.runs) / agent, agent, config=args.config, device=args.device, seed=args.seed,
                         commit=commit, planned=args.planned)

@@ -45,7 +45,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from benchmarks.learning_curve import append_new, in_series  # noqa: E402  (the same file, keys and series)
-from benchmarks.report import emit_record  # noqa: E402
+from benchmarks.report import emit_record, git_commit  # noqa: E402
 from muse_common.files import (  # noqa: E402
     UnsafePath,
     atomic_write_json,
@@ -152,14 +152,6 @@ def events_to_lines(events: list[dict[str, Any]], *, suite: str, task: str, seed
             **({"variant": variant} if variant else {}),
         })
     return lines
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def machine_string() -> str:
