@@ -7,7 +7,8 @@
 # Why a script: GPU machines come in short leases, bare, without a package registry. This installs the
 # wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
-# size1m and size12m, float32 and bfloat16, 5 seeds in one step against one (wm_throughput.py --seeds),
+# size1m and size12m, float32 (rolled scans, then unrolled 8/15) and bfloat16, 5 seeds in one step against
+# one (wm_throughput.py --seeds),
 # and, with time left, a learning run's updates/s against its train
 # step (benchmarks/collect_overhead.py --loop), the scan-unroll settings and the step's parts timed apart
 # (benchmarks/step_breakdown.py). When the official
@@ -18,7 +19,8 @@
 #
 # Output: JSON lines in $OUT/gpu_session.jsonl (the device tool's $OUT; else runs/gpu_session/), one per
 # (size, dtype, setting), plus env.json and the log. Budget: SESSION_SECONDS (default 300) wall seconds;
-# a step that would not fit is skipped and says so.
+# a step that would not fit is skipped and says so. SKIP names stages to leave out (a second call:
+# SKIP="f32 unroll"): f32 unroll seeds bf16 loop unroll64 breakdown.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DRY=0
@@ -99,35 +101,42 @@ pairs() {  # both sizes at one dtype
     run "$size $1" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype "$1" "${OFFICIAL[@]}"
   done
 }
-pairs float32
+want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 unroll ..." for a second call
+want f32 && pairs float32
+# the scans unrolled (observe by 8, imagination fully): compiled for an H100, 19 host launches per step
+# instead of ~5-6k (docs/speed.md, "GPU kernels per train step"); timed against the official in the same run
+UNROLL=(--set model.observe_unroll=8 --set behavior.imag_unroll=15)
+want unroll && for size in "${SIZES[@]}"; do
+  run "$size float32, unroll 8/15" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype float32 "${OFFICIAL[@]}" "${UNROLL[@]}"
+done
 # N seeds in one vmapped step against one seed (muse-wm pretrain --seeds; target: 5 seeds <= 1.5x one
 # seed's time per update), this project's side alone
 SEEDS_ARGS=(--size size1m --seeds 5 --steps 10); SEEDS_S=90
 [ $DRY = 1 ] && SEEDS_ARGS=(--size size1m --batch 4 --seq 8 --seeds 2 --steps 2) && SEEDS_S=60
-if [ "$(left)" -lt $SEEDS_S ]; then say "skip --seeds: $(left) s left, needs ~$SEEDS_S s"
+if ! want seeds; then :
+elif [ "$(left)" -lt $SEEDS_S ]; then say "skip --seeds: $(left) s left, needs ~$SEEDS_S s"
 else say "run --seeds"; timeout "$(left)" "$PY" benchmarks/wm_throughput.py "${SEEDS_ARGS[@]}" --json \
   --out "$OUTDIR/wm_seeds.jsonl" >>"$LOG" 2>&1 || say "--seeds failed or timed out (exit $?; see log)"
 fi
-pairs bfloat16
+want bf16 && pairs bfloat16
 # a learning run's updates/s against its own train step, with and without train.overlap_collect (docs/speed.md,
 # "Acting while training"; needs Meta-World on the machine), with the time left
 LOOP=(--config quickstart --set model.size=size1m --set train.train_ratio=512 --updates 40); LOOP_S=120
 [ $DRY = 1 ] && LOOP=(--config smoke --updates 5) && LOOP_S=150
-if ! "$PY" -c "import metaworld, gymnasium" >>"$LOG" 2>&1; then say "skip the learning loop: no Meta-World here"
+if ! want loop; then :
+elif ! "$PY" -c "import metaworld, gymnasium" >>"$LOG" 2>&1; then say "skip the learning loop: no Meta-World here"
 elif [ "$(left)" -lt $LOOP_S ]; then say "skip the learning loop: $(left) s left, needs ~$LOOP_S s"
 else say "run the learning loop"; timeout "$(left)" "$PY" benchmarks/collect_overhead.py --loop "${LOOP[@]}" \
   --out "$OUTDIR/collect_overhead_loop.jsonl" >>"$LOG" 2>&1 || say "learning loop failed or timed out (exit $?; see log)"
 fi
-# the scan-unroll settings (docs/speed.md), this project's side alone, with the time left
-for s in "model.observe_unroll=8 behavior.imag_unroll=15" "model.observe_unroll=64 behavior.imag_unroll=15"; do
-  sets=(); for kv in $s; do sets+=(--set "$kv"); done
-  run "unroll ($s) ${SIZES[0]} float32" $(( EXPECT[${SIZES[0]}] * 2 )) --size "${SIZES[0]}" --dtype float32 \
-    --ours-only "${sets[@]}"
-done
+# the observe scan fully unrolled (a compile ~2.6x longer; docs/speed.md), this project's side alone, with the time left
+want unroll64 && run "unroll 64/15 ${SIZES[0]} float32" $(( EXPECT[${SIZES[0]}] * 3 )) --size "${SIZES[0]}" --dtype float32 \
+  --ours-only --set model.observe_unroll=64 --set behavior.imag_unroll=15
 # where the step's time goes on this device (docs/speed.md, "Where the step's CPU time goes"), with the time left
 BREAK_ARGS=(--size "${SIZES[0]}" --steps 10); BREAK_S=90
 [ $DRY = 1 ] && BREAK_ARGS=(--size size1m --batch 4 --seq 8 --steps 2) && BREAK_S=60
-if [ "$(left)" -lt $BREAK_S ]; then say "skip the step breakdown: $(left) s left, needs ~$BREAK_S s"
+if ! want breakdown; then :
+elif [ "$(left)" -lt $BREAK_S ]; then say "skip the step breakdown: $(left) s left, needs ~$BREAK_S s"
 else say "run the step breakdown"; timeout "$(left)" "$PY" benchmarks/step_breakdown.py "${BREAK_ARGS[@]}" \
   --out "$OUTDIR/step_breakdown.jsonl" >>"$LOG" 2>&1 || say "step breakdown failed or timed out (exit $?; see log)"
 fi
