@@ -52,14 +52,12 @@ class Actor(nnx.Module):
     def sample(self, feat: jax.Array, key: jax.Array, clip: bool = True) -> jax.Array:
         """Action sample, clipped to [-1, 1] for acting; `clip=False` (imagination) keeps the raw sample
         whose log-probability the actor loss takes, as dreamerv3 does."""
-        mean, std = self.dist(feat)
-        a = dists.normal_sample(key, mean, std)
-        return jnp.clip(a, -1.0, 1.0) if clip else a
+        return self.sample_from_noise(feat, self.noise(key, feat.shape[:-1]), clip)
 
-    def noise(self, key: jax.Array, n: int) -> jax.Array:
-        """The standard normal noise [n, A] that `sample` draws from `key` for n states (float32, as
+    def noise(self, key: jax.Array, batch_shape: tuple[int, ...]) -> jax.Array:
+        """The standard normal noise [*batch_shape, A] that `sample` draws from `key` (float32, as
         `dists.bounded_normal` computes the mean and std)."""
-        return jax.random.normal(key, (n, self.act_dim), jnp.float32)
+        return jax.random.normal(key, (*batch_shape, self.act_dim), jnp.float32)
 
     def sample_from_noise(self, feat: jax.Array, eps: jax.Array, clip: bool = True) -> jax.Array:
         """`sample` given its noise (`noise`): imagination draws all steps' noise before its loop."""
@@ -131,7 +129,7 @@ def imagine(wm, actor: Actor, starts: dict[str, jax.Array], key: jax.Array, hori
     n = start["deter"].shape[0]
     policy = lambda s, eps: actor.sample_from_noise(sg(feature(s["deter"], s["stoch"])), eps, clip=False)
     traj, act = wm.rssm.imagine(start, policy, horizon, key, unroll=wm.cfg.behavior.imag_unroll,
-                                draw=lambda k: actor.noise(k, n))
+                                draw=lambda k: actor.noise(k, (n,)))
     traj = jax.tree.map(sg, traj)
     feat = feature(traj["deter"], traj["stoch"])
     reward = wm.reward(feat)

@@ -174,14 +174,11 @@ def bounded_normal(raw_BxA2: jax.Array, min_std: float, max_std: float) -> tuple
     return mean, std
 
 
-def normal_sample(key: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:
-    """Unclipped sample, as dreamerv3 draws it: imagination feeds it to the dynamics (which divide by
-    max(1, |a|)) and the actor loss takes its log-probability; only the env receives it clipped."""
-    return normal_sample_from_noise(jax.random.normal(key, mean.shape, mean.dtype), mean, std)
-
-
 def normal_sample_from_noise(eps: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:
-    """`normal_sample` given its standard normal noise `eps` (drawn apart, e.g. before a scan)."""
+    """Unclipped sample given its standard normal noise `eps`, as dreamerv3 draws it: imagination feeds it
+    to the dynamics (which divide by max(1, |a|)) and the actor loss takes its log-probability; only the
+    env receives it clipped. The noise is drawn apart (`Actor.noise`) so that a scan can draw all its
+    steps' noise before the loop."""
     return mean + std * eps
 
 
