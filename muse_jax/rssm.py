@@ -93,9 +93,10 @@ class RSSM(nnx.Module):
     # --------------------------------------------------------------------- sequences
 
     def observe(self, state: State, action_BxTxA: jax.Array, embed_BxTxE: jax.Array, is_first_BxT: jax.Array,
-                key: jax.Array, unroll: int = 1) -> tuple[State, dict[str, jax.Array]]:
+                key: jax.Array, unroll: int = 1, remat: str = "none") -> tuple[State, dict[str, jax.Array]]:
         """Posterior filtering over T with lax.scan (`unroll` steps per loop iteration: the same sums,
-        fewer loop round trips; `model.observe_unroll`).
+        fewer loop round trips; `model.observe_unroll`). `remat` ("none", "dots", "nothing";
+        `model.observe_remat`) is what the backward pass finds stored per step rather than recomputes.
 
         Returns the last state and `deter` [B,T,D], `stoch` [B,T,S,K], `post` and `prior` logits
         [B,T,S,K] (prior computed once over all B*T steps after the scan).
@@ -112,6 +113,10 @@ class RSSM(nnx.Module):
             carry, logits = self._obs_step(carry, *inp)
             return carry, (carry["deter"], carry["stoch"], logits)
 
+        if remat != "none":
+            policy = {"dots": jax.checkpoint_policies.dots_saveable,
+                      "nothing": jax.checkpoint_policies.nothing_saveable}[remat]
+            step = jax.checkpoint(step, prevent_cse=False, policy=policy)  # in a scan, CSE is no concern
         last, (deter, stoch, post) = jax.lax.scan(
             step, state, (act_TxBxH, embed_TxBxH, keep_TxB, u_TxBxSx1), unroll=min(unroll, T))
         deter, stoch, post = swap(deter), swap(stoch), swap(post)

@@ -142,7 +142,7 @@ class WorldModel(nnx.Module):
         is_first = jnp.asarray(batch["is_first"], bool)
         embed = self.encode(batch)
         _, post = self.rssm.observe(self.start_state(batch), action, embed, is_first, key,
-                                   unroll=self.cfg.model.observe_unroll)
+                                   unroll=self.cfg.model.observe_unroll, remat=self.cfg.model.observe_remat)
         feat = feature(post["deter"], post["stoch"]).reshape(B * T, -1)
         losses: dict[str, jax.Array] = {}
         if self.img_dec is not None:

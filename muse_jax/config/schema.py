@@ -102,6 +102,12 @@ class ModelConfig:
     observe_unroll: int = setting(1, integer_at_least(1))
     """Posterior-filtering steps per iteration of the observe `lax.scan` loop over the replayed sequence
     (XLA `unroll`): speed only, the same numbers. Measured effect in docs/speed.md."""
+    observe_remat: Literal["none", "dots", "nothing"] = "none"
+    """What the observe scan keeps per step for its backward pass: "none" keeps every intermediate (each
+    written into a [T, ...] buffer, most of the scan body's kernels on a GPU); "dots" keeps the matmul
+    outputs and recomputes the elementwise ops in the backward pass (`jax.checkpoint` with
+    `checkpoint_policies.dots_saveable`); "nothing" recomputes the whole step. Speed only, the same numbers.
+    Measured effect in docs/speed.md."""
     hidden_bias: bool = True
     """Give every hidden Linear layer (MLP layers of encoder, decoder, heads, actor, critic; the RSSM's
     prior/posterior layers and GRU input embeddings) a zero-initialised bias, as dreamerv3 3.3.1 does

@@ -86,6 +86,32 @@ def test_unrolled_scans_compute_the_rolled_numbers():
         np.testing.assert_allclose(grad, rolled[1], rtol=1e-4, atol=1e-5)
 
 
+def test_observe_remat_recomputes_instead_of_storing_and_computes_the_same():
+    """`remat` (model.observe_remat) changes what the observe scan stores for its backward pass, not what
+    it computes: values equal, gradients to float32 reordering; and the compiled forward loop writes fewer
+    per-step buffers ("dots": only the matmul outputs; "nothing": none but the scan's own outputs)."""
+    rssm = make()
+    key = jax.random.key(4)
+    act = jax.random.uniform(key, (B, T, A), minval=-1.0)
+    emb = jax.random.normal(jax.random.key(5), (B, T, E))
+    first = jnp.zeros((B, T), bool).at[:, 0].set(True).at[1, 3].set(True)
+
+    def loss(a, remat):
+        _, out = rssm.observe(rssm.initial(B), a, emb, first, key, remat=remat)
+        return out["deter"].sum() + (out["post"] * out["prior"]).sum() + (out["stoch"] * jnp.arange(5.0)).sum()
+
+    got, stores = {}, {}
+    for remat in ("none", "dots", "nothing"):
+        fn = jax.jit(jax.value_and_grad(lambda a, r=remat: loss(a, r)))
+        got[remat] = fn(act)
+        stores[remat] = fn.lower(act).compile().as_text().count("dynamic-update-slice(")
+    for remat in ("dots", "nothing"):
+        np.testing.assert_allclose(got[remat][0], got["none"][0], rtol=1e-6)
+        np.testing.assert_allclose(got[remat][1], got["none"][1], rtol=1e-4, atol=1e-5)
+    assert float(jnp.abs(got["none"][1]).max()) > 1e-4
+    assert stores["nothing"] < stores["dots"] < stores["none"], stores
+
+
 @pytest.mark.parametrize("hidden_bias", [False, True])
 def test_scans_compute_what_their_single_steps_compute(hidden_bias):
     """`observe` and `imagine` compute outside their loops what does not depend on the carried state
