@@ -7,8 +7,8 @@
 # Why a script: GPU machines come in short leases, bare, without a package registry. This installs the
 # wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
-# size1m and size12m, float32 (rolled scans, then unrolled 8/15) and bfloat16, 5 seeds in one step against
-# one (wm_throughput.py --seeds),
+# size1m and size12m, float32 (then this project's side with its scans unrolled 8/15 and/or remat "dots")
+# and bfloat16, 5 seeds in one step against one (wm_throughput.py --seeds),
 # and, with time left, a learning run's updates/s against its train
 # step (benchmarks/collect_overhead.py --loop), the scan-unroll settings and the step's parts timed apart
 # (benchmarks/step_breakdown.py). When the official
@@ -20,7 +20,7 @@
 # Output: JSON lines in $OUT/gpu_session.jsonl (the device tool's $OUT; else runs/gpu_session/), one per
 # (size, dtype, setting), plus env.json and the log. Budget: SESSION_SECONDS (default 300) wall seconds;
 # a step that would not fit is skipped and says so. SKIP names stages to leave out (a second call:
-# SKIP="f32 unroll"): f32 unroll seeds bf16 loop unroll64 breakdown.
+# SKIP="f32 variants"): f32 variants seeds bf16 loop unroll64 breakdown.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DRY=0
@@ -101,13 +101,18 @@ pairs() {  # both sizes at one dtype
     run "$size $1" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype "$1" "${OFFICIAL[@]}"
   done
 }
-want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 unroll ..." for a second call
+want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 variants" for a second call
 want f32 && pairs float32
-# the scans unrolled (observe by 8, imagination fully): compiled for an H100, 19 host launches per step
-# instead of ~5-6k (docs/speed.md, "GPU kernels per train step"); timed against the official in the same run
-UNROLL=(--set model.observe_unroll=8 --set behavior.imag_unroll=15)
-want unroll && for size in "${SIZES[@]}"; do
-  run "$size float32, unroll 8/15" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype float32 "${OFFICIAL[@]}" "${UNROLL[@]}"
+# faster settings of the scans, this project's side alone (docs/speed.md, "GPU kernels per train step":
+# compiled for an H100, unrolled 8/15 the step is 19 host launches instead of ~5-6k; remat "dots" drops the
+# observe scan's per-step stores); the official's step to compare with is the float32 pairs' just above
+VARIANTS=("model.observe_unroll=8 behavior.imag_unroll=15" "model.observe_remat=dots"
+          "model.observe_unroll=8 behavior.imag_unroll=15 model.observe_remat=dots")
+want variants && for v in "${VARIANTS[@]}"; do
+  sets=(); for kv in $v; do sets+=(--set "$kv"); done
+  for size in "${SIZES[@]}"; do
+    run "$size float32 ($v)" "${EXPECT[$size]}" --size "$size" --dtype float32 --ours-only "${sets[@]}"
+  done
 done
 # N seeds in one vmapped step against one seed (muse-wm pretrain --seeds; target: 5 seeds <= 1.5x one
 # seed's time per update), this project's side alone
