@@ -7,7 +7,7 @@ loop, where it is a few large ops instead of T chains of small ones: the prior p
 (after the scan, on all B*T states), and before it the action embeddings, the observation
 embedding's share of the posterior's first layer and the sampling uniforms. The scan body holds only
 the GRU and the rest of the posterior, the sequential chain a step must wait for. `imagine` rolls the
-prior forward with a policy, its key splits and sampling uniforms drawn before the loop.
+prior forward with a policy, its key splits, sampling uniforms and the policy's noise drawn before the loop.
 """
 
 from __future__ import annotations
