@@ -220,21 +220,10 @@ def thunk_annotations(metadata: str) -> dict[int, str]:
             re.findall(r'profile_annotation:\s*"([^"]+)"\s*thunk_id:\s*(\d+)', metadata)}
 
 
-def hlo_trip_counts(text: str) -> dict[str, int]:
-    """while instruction name -> known trip count, from optimized HLO text."""
-    out = {}
-    for line in text.splitlines():
-        m = _INSTR.match(line)
-        if m and m.group(2) == "while":
-            t = _TRIP.search(m.group(3))
-            if t:
-                out[m.group(1)] = int(t.group(1))
-    return out
-
-
-def count_thunks(sequence: str, metadata: str, hlo_text: str) -> dict[str, Any]:
-    """Kernels the GPU runtime runs per step and host-side launches (a command buffer = one), loops multiplied."""
-    names, trips = thunk_annotations(metadata), hlo_trip_counts(hlo_text)
+def count_thunks(sequence: str, metadata: str, trips: dict[str, int]) -> dict[str, Any]:
+    """Kernels the GPU runtime runs per step and host-side launches (a command buffer = one), loops multiplied
+    by `trips` (while instruction name -> known trip count, from `count_hlo`'s `hlo_whiles`)."""
+    names = thunk_annotations(metadata)
     kinds: collections.Counter = collections.Counter()
     loops: list[dict[str, Any]] = []
 
@@ -280,6 +269,12 @@ def count_thunks(sequence: str, metadata: str, hlo_text: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- compiling
 
 
+def target_name(target_config: str) -> str | None:
+    """The device a GpuTargetConfig text proto describes (its `device_description_str`), None if unnamed."""
+    m = re.search(r'device_description_str:\s*"([^"]+)"', target_config)
+    return m.group(1) if m else None
+
+
 def abstract_args(cfg: Any, spec: ObsSpec, batch: int, seq: int, sharding: Any) -> tuple[Any, Any, Any]:
     """The train step's (learner state, batch, key) as shapes only, placed with `sharding` (None: default)."""
     learner = create_learner(cfg, spec, seed=0)
@@ -305,12 +300,12 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     cfg = build_config(args.size, args.obs_dim, False, 64, args.batch, args.seq, args.set)
     spec = ObsSpec.from_config(cfg, proprio_dim=max(args.obs_dim, 1), act_dim=args.act_dim)
     cuda = args.platform == "cuda"
-    target = args.target_config.read_text() if args.target_config else H100_TARGET_CONFIG
+    target = args.target_config
     sharding = cuda_sharding(target) if cuda else None
     graphdef, state, batch, key = abstract_args(cfg, spec, args.batch, args.seq, sharding)
     lowered = make_train_step(cfg, graphdef).lower(state, batch, key)
     base = {"benchmark": "gpu_kernels", "platform": args.platform,
-            "target": re.search(r'device_description_str:\s*"([^"]+)"', target).group(1) if cuda else "local cpu",
+            "target": target_name(target) if cuda else "local cpu",
             "size": args.size, "batch": args.batch, "seq": args.seq, "obs_dim": args.obs_dim, "act_dim": args.act_dim,
             "dtype": cfg.model.compute_dtype, "observe_unroll": cfg.model.observe_unroll,
             "imag_horizon": cfg.behavior.imag_horizon, "imag_unroll": cfg.behavior.imag_unroll,
@@ -326,15 +321,15 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             t0 = time.perf_counter()
             compiled = lowered.compile(compiler_options=options or None)
             record = {**base, "command_buffer": variant, "compile_s": round(time.perf_counter() - t0, 1)}
-            hlo = compiled.as_text()
-            record.update(count_hlo(hlo))
+            record.update(count_hlo(compiled.as_text()))
             if cuda:
-                record.update(read_thunk_counts(Path(dump), hlo))
+                trips = {w["name"]: w["trip_count"] for w in record["hlo_whiles"] if w["trip_count"] is not None}
+                record.update(read_thunk_counts(Path(dump), trips))
         records.append(record)
     return records
 
 
-def read_thunk_counts(dump: Path, hlo: str) -> dict[str, Any]:
+def read_thunk_counts(dump: Path, trips: dict[str, int]) -> dict[str, Any]:
     """Thunk counts from an `xla_dump_to` folder (the sequence after XLA's thunk passes when it wrote one)."""
     seqs = sorted(dump.glob("*thunk_sequence_after_thunk_passes.txt")) or sorted(dump.glob("*thunk_sequence.txt"))
     metas = sorted(dump.glob("*thunk_metadata.txt"))
@@ -345,7 +340,7 @@ def read_thunk_counts(dump: Path, hlo: str) -> dict[str, Any]:
     return {"thunk_sequence": seqs[-1].name.split(".")[-2],
             "command_buffer_kinds": re.findall(r"xla_gpu_enable_command_buffer:\s*(\w+)", options),
             "command_buffer_min_graph_size": int(min_graph.group(1)) if min_graph else None,
-            **count_thunks(seqs[-1].read_text(), metas[-1].read_text(), hlo)}
+            **count_thunks(seqs[-1].read_text(), metas[-1].read_text(), trips)}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -355,8 +350,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--platform", choices=("cuda", "cpu"), default="cuda",
                    help="cuda: compile deviceless for --target-config (needs jax's CUDA plugin, no GPU); "
                         "cpu: compile for this machine's CPU (HLO counts only)")
-    p.add_argument("--target-config", type=Path, metavar="FILE",
-                   help="a GpuTargetConfig text proto (default: an H100 SXM, built in)")
+    p.add_argument("--target-config", metavar="FILE",
+                   help="a GpuTargetConfig text proto naming its device_description_str (default: an H100 SXM)")
     p.add_argument("--size", default="size1m", help=f"model size preset: {', '.join(MODEL_SIZES)}")
     p.add_argument("--batch", type=int, default=16, help="B, sequences per train batch")
     p.add_argument("--seq", type=int, default=64, help="T, sequence length")
@@ -372,6 +367,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("batch", "seq", "obs_dim", "act_dim"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.target_config is None:
+        args.target_config = H100_TARGET_CONFIG
+    else:
+        try:
+            args.target_config = Path(args.target_config).read_text()[:1_000_000]
+        except (OSError, UnicodeDecodeError) as e:
+            p.error(f"--target-config {args.target_config}: cannot be read as text ({e.__class__.__name__})")
+        if target_name(args.target_config) is None:
+            p.error("--target-config: no device_description_str \"...\" in it; give a GpuTargetConfig text proto")
     return args
 
 

@@ -54,16 +54,27 @@ condition:
 008: kCopy  [prev=003 (1) | sink] kCopy
 """
 METADATA = 'thunk_metadata {\n  thunk_info {\n    profile_annotation: "while.5"\n    thunk_id: 3\n  }\n}\n'
-HLO_WHILE = ('  %while.5 = (s32[], f32[16,64]{1,0}) while(%tuple), condition=%cond, body=%body, '
-             'backend_config={"known_trip_count":{"n":"10"},"known_init_step":{"init":"0","step":"1"}}\n')
 
 
 def test_thunk_counts_multiply_loops_and_count_a_command_buffer_once():
-    known = gpu_kernels.count_thunks(SEQUENCE, METADATA, HLO_WHILE)
+    known = gpu_kernels.count_thunks(SEQUENCE, METADATA, {"while.5": 10})
     assert known["thunk_kernels_per_step"] == 2 + 10 * 3 + 1  # the condition does not run: the trip count is known
     assert known["thunk_launches_per_step"] == 1 + 10 * 2 + 1  # each command buffer is one launch
     assert known["command_buffers"] == 2 and known["entry_command_buffers"] == 1
     assert known["thunk_whiles"] == [{"name": "while.5", "trip_count": 10, "body_kernels": 3, "body_launches": 2,
                                       "body_command_buffers": 1}]
-    unknown = gpu_kernels.count_thunks(SEQUENCE, METADATA, "")
+    unknown = gpu_kernels.count_thunks(SEQUENCE, METADATA, {})
     assert unknown["thunk_kernels_per_step"] == 2 + (3 + 1) + 1  # one pass, condition included
+
+
+def test_a_target_config_that_cannot_be_read_or_names_no_device_is_refused_in_one_line(tmp_path, capsys):
+    unnamed = tmp_path / "unnamed.txtpb"
+    unnamed.write_text('platform_name: "CUDA"\n')
+    for path in (tmp_path / "missing.txtpb", unnamed):
+        with pytest.raises(SystemExit):
+            gpu_kernels.parse_args(["--target-config", str(path)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--target-config" in err[0] and "Traceback" not in err[0]
+    named = tmp_path / "named.txtpb"
+    named.write_text('device_description_str: "Some GPU"\n')
+    assert gpu_kernels.target_name(gpu_kernels.parse_args(["--target-config", str(named)]).target_config) == "Some GPU"
