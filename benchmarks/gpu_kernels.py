@@ -47,6 +47,7 @@ from benchmarks.report import emit_record, git_commit  # noqa: E402
 from benchmarks.wm_throughput import build_config, synthetic_batch  # noqa: E402
 from muse_jax.agent import ObsSpec, create_learner, make_train_step  # noqa: E402
 from muse_jax.config import MODEL_SIZES  # noqa: E402
+from muse_jax.config.loops import with_loops_for  # noqa: E402
 
 # An H100 SXM described to XLA (the fields of its GpuTargetConfig that matter for codegen and for XLA's
 # command-buffer pass; values as in XLA's own xla/backends/gpu/target_config/specs/h100_sxm.txtpb).
@@ -297,9 +298,11 @@ def cuda_sharding(target_config: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    cfg = build_config(args.size, args.obs_dim, False, 64, args.batch, args.seq, args.set)
-    spec = ObsSpec.from_config(cfg, proprio_dim=max(args.obs_dim, 1), act_dim=args.act_dim)
     cuda = args.platform == "cuda"
+    # compiled here for another platform than the host's: `auto` loop settings are the target's, written out
+    cfg = with_loops_for(build_config(args.size, args.obs_dim, False, 64, args.batch, args.seq, args.set),
+                         "gpu" if cuda else "cpu")
+    spec = ObsSpec.from_config(cfg, proprio_dim=max(args.obs_dim, 1), act_dim=args.act_dim)
     target = args.target_config
     sharding = cuda_sharding(target) if cuda else None
     graphdef, state, batch, key = abstract_args(cfg, spec, args.batch, args.seq, sharding)
@@ -309,6 +312,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             "size": args.size, "batch": args.batch, "seq": args.seq, "obs_dim": args.obs_dim, "act_dim": args.act_dim,
             "dtype": cfg.model.compute_dtype, "observe_unroll": cfg.model.observe_unroll,
             "imag_horizon": cfg.behavior.imag_horizon, "imag_unroll": cfg.behavior.imag_unroll,
+            "observe_remat": cfg.model.observe_remat,
             "overrides": list(args.set), "jax": jax.__version__, "code": git_commit()}
     records = []
     for variant in (args.command_buffer or ["default"]) if cuda else ["n/a"]:

@@ -7,7 +7,7 @@
 # Why a script: GPU machines come in short leases, bare, without a package registry. This installs the
 # wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
-# size1m and size12m, float32 (then this project's side with its scans unrolled 8/15 and/or remat "dots")
+# size1m and size12m, float32 (the `auto` scans; then this project's side rolled and with each half of `auto`)
 # and bfloat16, 5 seeds in one step against one (wm_throughput.py --seeds),
 # and, with time left, a learning run's updates/s against its train
 # step (benchmarks/collect_overhead.py --loop), the scan-unroll settings and the step's parts timed apart
@@ -103,11 +103,12 @@ pairs() {  # both sizes at one dtype
 }
 want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 variants" for a second call
 want f32 && pairs float32
-# faster settings of the scans, this project's side alone (docs/speed.md, "GPU kernels per train step":
-# compiled for an H100, unrolled 8/15 the step is 19 host launches instead of ~5-6k; remat "dots" drops the
-# observe scan's per-step stores); the official's step to compare with is the float32 pairs' just above
-VARIANTS=("model.observe_unroll=8 behavior.imag_unroll=15" "model.observe_remat=dots"
-          "model.observe_unroll=8 behavior.imag_unroll=15 model.observe_remat=dots")
+# other settings of the scans, this project's side alone: the pairs above run `auto` (on a GPU: unrolled 8/15,
+# remat "dots"; muse_jax/config/loops.py); these time the rolled scans and each half of `auto` against the
+# same official step (docs/speed.md, "Scan settings on a GPU")
+ROLLED="model.observe_unroll=1 behavior.imag_unroll=1 model.observe_remat=none"
+VARIANTS=("$ROLLED" "model.observe_unroll=8 behavior.imag_unroll=15 model.observe_remat=none"
+          "model.observe_unroll=1 behavior.imag_unroll=1 model.observe_remat=dots")
 want variants && for v in "${VARIANTS[@]}"; do
   sets=(); for kv in $v; do sets+=(--set "$kv"); done
   for size in "${SIZES[@]}"; do

@@ -35,6 +35,7 @@ Prints one JSON line: per part the median wall and process CPU seconds and its s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -57,6 +58,7 @@ from muse_jax import behavior  # noqa: E402
 from muse_jax.agent import Learner, ObsSpec, _trained, create_learner, make_optimizer, make_train_step  # noqa: E402
 from muse_jax.behavior import Actor, Critic  # noqa: E402
 from muse_jax.config import MODEL_SIZES, Config  # noqa: E402
+from muse_jax.config.loops import loops_for  # noqa: E402
 from muse_jax.nets import feature  # noqa: E402
 from muse_jax.rssm import RSSM  # noqa: E402
 from muse_jax.world_model import Batch  # noqa: E402
@@ -88,9 +90,12 @@ def part_programs(cfg: Config, graphdef: Any, state: Any, batch: Batch, key: jax
         wm = merge(s).agent.wm
         return wm.loss(b, k)[1][1], wm.encode(b)
 
+    loops = loops_for(cfg, jax.default_backend())  # as the train step compiles its scans here
+
     def observe(rssm: RSSM, embed: jax.Array, b: Batch, k: jax.Array) -> tuple[jax.Array, ...]:
         _, post = rssm.observe(rssm.initial(B), jnp.asarray(b["action"], jnp.float32), embed,
-                               jnp.asarray(b["is_first"], bool), k, unroll=cfg.model.observe_unroll)
+                               jnp.asarray(b["is_first"], bool), k, unroll=loops.observe_unroll,
+                               remat=loops.observe_remat)
         return post["deter"], post["stoch"], post["post"]
 
     def obs_fwd(s: Any, embed: jax.Array, b: Batch, k: jax.Array) -> tuple[jax.Array, ...]:
@@ -197,7 +202,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "step_breakdown", "size": args.size, "batch": args.batch, "seq": args.seq,
         "obs_dim": args.obs_dim, "act_dim": args.act_dim, "agent": args.agent, "dtype": "float32",
-        "steps": args.steps, "parts": parts,
+        "steps": args.steps, "loops": dataclasses.asdict(loops_for(cfg, jax.default_backend())), "parts": parts,
         "sum_grad_parts_share": sum(med_cpu[k] for k in grad_parts) / med_cpu["full"],
         "compile_s": compile_s, "compile_cpu_s": compile_cpu_s,
         "load": load_before, "load_after": load_after, "cpu_cores": os.cpu_count(),

@@ -197,7 +197,7 @@ class Settings:
             real = [e for option, e in problems if option is not type(None)]
             if len(real) == 1:  # `T | None`: say what T wants
                 raise real[0]
-            raise err(f"{noun} '{key}' = {value!r} matches none of {typing.get_args(tp)}.")
+            raise err(f"{noun} '{key}' = {value!r} is not allowed; give {_type_words(tp)}.")
         if tp is type(None):
             if value is None or (isinstance(value, str) and value.lower() in ("", "none", "null")):
                 return None

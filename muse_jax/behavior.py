@@ -19,6 +19,7 @@ from flax import nnx
 
 from muse_jax import dists
 from muse_jax.config import Config
+from muse_jax.config.loops import loops_for
 from muse_jax.nets import MLP, Dtype, feature, linear
 
 sg = jax.lax.stop_gradient
@@ -128,7 +129,8 @@ def imagine(wm, actor: Actor, starts: dict[str, jax.Array], key: jax.Array, hori
     start = dict(deter=sg(starts["deter"]), stoch=sg(starts["stoch"]))
     n = start["deter"].shape[0]
     policy = lambda s, eps: actor.sample_from_noise(sg(feature(s["deter"], s["stoch"])), eps, clip=False)
-    traj, act = wm.rssm.imagine(start, policy, horizon, key, unroll=wm.cfg.behavior.imag_unroll,
+    unroll = loops_for(wm.cfg, jax.default_backend()).imag_unroll  # `auto`: the backend's measured setting
+    traj, act = wm.rssm.imagine(start, policy, horizon, key, unroll=unroll,
                                 draw=lambda k: actor.noise(k, (n,)))
     traj = jax.tree.map(sg, traj)
     feat = feature(traj["deter"], traj["stoch"])

@@ -17,6 +17,7 @@ from flax import nnx
 from muse_jax import dists
 from muse_jax.competence import agent_steps_per_episode, competence_labels
 from muse_jax.config import Config, ConfigError
+from muse_jax.config.loops import loops_for
 from muse_jax.nets import MLP, ConvDecoder, ConvEncoder, feature
 from muse_jax.rssm import RSSM
 
@@ -141,8 +142,9 @@ class WorldModel(nnx.Module):
         B, T = action.shape[:2]
         is_first = jnp.asarray(batch["is_first"], bool)
         embed = self.encode(batch)
+        loops = loops_for(self.cfg, jax.default_backend())  # `auto`: the backend's measured setting
         _, post = self.rssm.observe(self.start_state(batch), action, embed, is_first, key,
-                                   unroll=self.cfg.model.observe_unroll, remat=self.cfg.model.observe_remat)
+                                   unroll=loops.observe_unroll, remat=loops.observe_remat)
         feat = feature(post["deter"], post["stoch"]).reshape(B * T, -1)
         losses: dict[str, jax.Array] = {}
         if self.img_dec is not None:

@@ -30,6 +30,7 @@ seconds per step (robust to other processes on the machine) and the ratio offici
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -92,6 +93,7 @@ class ProjectSide:
 
         from benchmarks.wm_throughput import build_config, count_params, synthetic_batch
         from muse_jax.agent import ObsSpec, create_learner, make_train_step
+        from muse_jax.config.loops import loops_for
 
         sets = ["agent=dreamer", f"model.compute_dtype={dtype}", *(overrides or [])]
         cfg = build_config(size, obs_dim, False, 64, batch, seq, sets)
@@ -113,6 +115,7 @@ class ProjectSide:
         self.params = count_params(self.state)
         self.jax_version = jax.__version__
         self.device = jax.devices()[0].device_kind
+        self.loops = dataclasses.asdict(loops_for(cfg, jax.default_backend()))  # `auto` as this backend reads it
 
     def _run(self) -> None:
         import jax
@@ -166,6 +169,7 @@ def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         "ours_train_step_median_s": med["ours"], "ours_train_step_cpu_s": cpu["ours"],
         "ours_times_s": res["ours"]["times"], "ours_compile_s": ours.compile_s, "ours_init_s": ours.init_s,
         "ours_ready_s": ours.ready_s, "ours_params": ours.params, "ours_jax": ours.jax_version,
+        "ours_loops": ours.loops,
         "loadavg_1m_min": min(loads), "loadavg_1m_max": max(loads), "cpu_cores": os.cpu_count(),
     }
     if official:

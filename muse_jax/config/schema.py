@@ -28,6 +28,10 @@ from muse_common.settings import finite as _finite
 from muse_jax.agent_kinds import AgentKind
 from muse_jax.envs.metaworld_tasks import MT10_TASKS, NOVEL_TASKS
 
+UNROLL_RULE = Allowed(lambda v, _: v == "auto" or (isinstance(v, int) and v >= 1), "auto or an integer >= 1")
+"""A scan's `unroll`: `auto` (the backend's measured setting, `muse_jax/config/loops.py`) or steps per loop
+iteration."""
+
 # DreamerV3 model size presets, same numbers as danijar/dreamerv3 configs.yaml, plus CPU test sizes.
 MODEL_SIZES: dict[str, dict[str, int]] = {
     "nano": dict(deter=32, hidden=16, classes=4, stoch=4, blocks=4, depth=4, units=16),
@@ -99,15 +103,16 @@ class ModelConfig:
     """Append the integer task id as an extra image channel (MUSE §3.2.1)."""
     compute_dtype: Literal["float32", "bfloat16"] = "float32"
     """Activation dtype; parameters stay float32."""
-    observe_unroll: int = setting(1, integer_at_least(1))
+    observe_unroll: int | Literal["auto"] = setting("auto", UNROLL_RULE)
     """Posterior-filtering steps per iteration of the observe `lax.scan` loop over the replayed sequence
-    (XLA `unroll`): speed only, the same numbers. Measured effect in docs/speed.md."""
-    observe_remat: Literal["none", "dots", "nothing"] = "none"
+    (XLA `unroll`): speed only, the same numbers. `auto` (the default): 8 on a GPU, 1 elsewhere
+    (`muse_jax/config/loops.py`; measured in docs/speed.md). Runs saved before `auto` hold 1."""
+    observe_remat: Literal["auto", "none", "dots", "nothing"] = "auto"
     """What the observe scan keeps per step for its backward pass: "none" keeps every intermediate (each
     written into a [T, ...] buffer, most of the scan body's kernels on a GPU); "dots" keeps the matmul
     outputs and recomputes the elementwise ops in the backward pass (`jax.checkpoint` with
     `checkpoint_policies.dots_saveable`); "nothing" recomputes the whole step. Speed only, the same numbers.
-    Measured effect in docs/speed.md."""
+    `auto` (the default): "dots" on a GPU, "none" elsewhere (`muse_jax/config/loops.py`)."""
     hidden_bias: bool = True
     """Give every hidden Linear layer (MLP layers of encoder, decoder, heads, actor, critic; the RSSM's
     prior/posterior layers and GRU input embeddings) a zero-initialised bias, as dreamerv3 3.3.1 does
@@ -193,9 +198,10 @@ class BehaviorConfig:
 
     imag_horizon: int = setting(15, at_most(1_000, "imagined steps held in memory at once"), integer_at_least(1))
     """Imagination horizon (dreamerv3 `imag_length: 15`)."""
-    imag_unroll: int = setting(1, integer_at_least(1))
+    imag_unroll: int | Literal["auto"] = setting("auto", UNROLL_RULE)
     """Imagination steps per iteration of its `lax.scan` loop (XLA `unroll`): speed only, the same numbers.
-    Measured effect in docs/speed.md."""
+    `auto` (the default): the whole horizon on a GPU, 1 elsewhere (`muse_jax/config/loops.py`; measured in
+    docs/speed.md). Runs saved before `auto` hold 1."""
     lam: float = setting(0.95, Allowed(lambda v, _: 0.0 <= v <= 1.0, "0 <= lam <= 1"))
     """Lambda of the lambda-returns, imagined and replayed (dreamerv3 `imag_loss.lam`, `repl_loss.lam`)."""
     horizon: float = setting(333.0, at_most(1000000.0, "a return horizon of a million steps is already undiscounted"),

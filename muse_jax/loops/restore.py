@@ -25,7 +25,7 @@ import numpy as np
 from muse_jax.agent import ObsSpec, SplitLearner, create_learner
 from muse_jax.agent_kinds import AGENT_KINDS
 from muse_jax.checkpoint import Checkpointer, resolve_checkpoint_path
-from muse_jax.config import MODEL_SIZES, Config, closed_loop, from_dict
+from muse_jax.config import CONFIG_KEYS_FREE_ON_RESUME, MODEL_SIZES, Config, closed_loop, from_dict
 from muse_jax.envs.suite import obs_dims
 from muse_jax.errors import CheckpointError, CheckpointMismatchError
 
@@ -92,7 +92,8 @@ def check_model_overrides(saved_config: Mapping[str, Any], overrides: Mapping[st
     if isinstance(size, str) and size in MODEL_SIZES:  # a new size brings its preset's widths, as in pretrain
         model = {k: v for k, v in model.items() if k not in MODEL_SIZES[size]}
     given = from_dict({**saved_config, "model": model}, model_keys).model
-    diff = [f.name for f in dataclasses.fields(given) if getattr(given, f.name) != getattr(saved.model, f.name)]
+    diff = [f.name for f in dataclasses.fields(given) if getattr(given, f.name) != getattr(saved.model, f.name)
+            and f"model.{f.name}" not in CONFIG_KEYS_FREE_ON_RESUME]  # how loops compile: not the model
     if diff:
         shown = ", ".join(f"model.{k}={getattr(saved.model, k)!r} (--set gives {getattr(given, k)!r})"
                           for k in diff[:4])

@@ -19,7 +19,8 @@ def _counts(*extra: str) -> dict:
 
 
 def test_train_step_loops_follow_seq_horizon_and_unroll():
-    plain = _counts()
+    plain = _counts()  # `auto` loop settings written out for the CPU it compiles for: rolled scans
+    assert (plain["observe_unroll"], plain["imag_unroll"], plain["observe_remat"]) == (1, 1, "none")
     trips = plain["hlo_trip_counts"]
     assert plain["unknown_trip_whiles"] == 0
     assert trips.count(T) == 2, trips  # the observe scan, forward and backward

@@ -57,6 +57,15 @@ def test_restore_learner_refuses_what_does_not_fit(saved_run, kwargs, words):
     assert "\n" not in msg and all(w in msg for w in words), msg
 
 
+def test_loop_settings_may_differ_from_the_checkpoints(saved_run):
+    """How the scans compile is no part of the model: a checkpoint adapts with other loop settings given with
+    --set (runs saved before `auto` hold explicit rolled values, and take `auto` this way)."""
+    over = {"model.observe_unroll": 8, "model.observe_remat": "dots", "behavior.imag_unroll": "auto"}
+    r = restore_learner(saved_run[0], overrides=over)
+    assert (r.cfg.model.observe_unroll, r.cfg.model.observe_remat, r.cfg.behavior.imag_unroll) == (8, "dots", "auto")
+    assert_trees_equal(r.learner.state, saved_run[2].state)
+
+
 def test_override_that_reshapes_the_inputs_names_the_first_parameter(saved_run):
     with pytest.raises(CheckpointMismatchError, match=r"does not fit the model built from the config: parameter '"):
         restore_learner(saved_run[0], overrides={"env.image": True})
