@@ -7,11 +7,10 @@
 # Why a script: GPU machines come in short leases, bare, without a package registry. This installs the
 # wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
-# size1m and size12m, float32 (the `auto` scans; then this project's side rolled and with each half of `auto`)
-# and bfloat16, 5 seeds in one step against one (wm_throughput.py --seeds),
-# and, with time left, a learning run's updates/s against its train
-# step (benchmarks/collect_overhead.py --loop), the scan-unroll settings and the step's parts timed apart
-# (benchmarks/step_breakdown.py). When the official
+# size12m and size1m, float32 then bfloat16 (this project's GPU default, `auto` scans), 5 seeds in one step
+# against one (wm_throughput.py --seeds), and, with time left, a learning run's updates/s against its train
+# step (benchmarks/collect_overhead.py --loop), this project's side with the rolled scans and each half of
+# `auto`, fully unrolled, and the step's parts timed apart (benchmarks/step_breakdown.py). When the official
 # DreamerV3 source (.official/dreamer-3.3.1, fetched by benchmarks/official/setup.sh) and its
 # requirements (wheels in .whl/official/, see benchmarks/gpu_prepare.sh) were carried, the official side
 # runs in the same process pairs (ratios in one run); else this project's side runs alone and the
@@ -20,7 +19,7 @@
 # Output: JSON lines in $OUT/gpu_session.jsonl (the device tool's $OUT; else runs/gpu_session/), one per
 # (size, dtype, setting), plus env.json and the log. Budget: SESSION_SECONDS (default 300) wall seconds;
 # a step that would not fit is skipped and says so. SKIP names stages to leave out (a second call:
-# SKIP="f32 variants"): f32 variants seeds bf16 loop unroll64 breakdown.
+# SKIP="f32 bf16"): f32 bf16 seeds loop variants unroll64 breakdown.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DRY=0
@@ -101,8 +100,28 @@ pairs() {  # both sizes at one dtype
     run "$size $1" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype "$1" "${OFFICIAL[@]}"
   done
 }
-want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 variants" for a second call
+want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 bf16" for a second call
 want f32 && pairs float32
+want bf16 && pairs bfloat16  # the official's default dtype, both sides
+# N seeds in one vmapped step against one seed (muse-wm pretrain --seeds; target: 5 seeds <= 1.5x one
+# seed's time per update), this project's side alone
+SEEDS_ARGS=(--size size1m --seeds 5 --steps 10); SEEDS_S=90
+[ $DRY = 1 ] && SEEDS_ARGS=(--size size1m --batch 4 --seq 8 --seeds 2 --steps 2) && SEEDS_S=60
+if ! want seeds; then :
+elif [ "$(left)" -lt $SEEDS_S ]; then say "skip --seeds: $(left) s left, needs ~$SEEDS_S s"
+else say "run --seeds"; timeout "$(left)" "$PY" benchmarks/wm_throughput.py "${SEEDS_ARGS[@]}" --json \
+  --out "$OUTDIR/wm_seeds.jsonl" >>"$LOG" 2>&1 || say "--seeds failed or timed out (exit $?; see log)"
+fi
+# a learning run's updates/s against its own train step, with and without train.overlap_collect (docs/speed.md,
+# "Acting while training"; needs Meta-World on the machine), with the time left
+LOOP=(--config quickstart --set model.size=size1m --set train.train_ratio=512 --updates 40); LOOP_S=120
+[ $DRY = 1 ] && LOOP=(--config smoke --updates 5) && LOOP_S=150
+if ! want loop; then :
+elif ! "$PY" -c "import metaworld, gymnasium" >>"$LOG" 2>&1; then say "skip the learning loop: no Meta-World here"
+elif [ "$(left)" -lt $LOOP_S ]; then say "skip the learning loop: $(left) s left, needs ~$LOOP_S s"
+else say "run the learning loop"; timeout "$(left)" "$PY" benchmarks/collect_overhead.py --loop "${LOOP[@]}" \
+  --out "$OUTDIR/collect_overhead_loop.jsonl" >>"$LOG" 2>&1 || say "learning loop failed or timed out (exit $?; see log)"
+fi
 # other settings of the scans, this project's side alone: the pairs above run `auto` (on a GPU: unrolled 8/15,
 # remat "dots"; muse_jax/config/loops.py); these time the rolled scans and each half of `auto` against the
 # same official step (docs/speed.md, "Scan settings on a GPU")
@@ -115,26 +134,6 @@ want variants && for v in "${VARIANTS[@]}"; do
     run "$size float32 ($v)" "${EXPECT[$size]}" --size "$size" --dtype float32 --ours-only "${sets[@]}"
   done
 done
-# N seeds in one vmapped step against one seed (muse-wm pretrain --seeds; target: 5 seeds <= 1.5x one
-# seed's time per update), this project's side alone
-SEEDS_ARGS=(--size size1m --seeds 5 --steps 10); SEEDS_S=90
-[ $DRY = 1 ] && SEEDS_ARGS=(--size size1m --batch 4 --seq 8 --seeds 2 --steps 2) && SEEDS_S=60
-if ! want seeds; then :
-elif [ "$(left)" -lt $SEEDS_S ]; then say "skip --seeds: $(left) s left, needs ~$SEEDS_S s"
-else say "run --seeds"; timeout "$(left)" "$PY" benchmarks/wm_throughput.py "${SEEDS_ARGS[@]}" --json \
-  --out "$OUTDIR/wm_seeds.jsonl" >>"$LOG" 2>&1 || say "--seeds failed or timed out (exit $?; see log)"
-fi
-want bf16 && pairs bfloat16
-# a learning run's updates/s against its own train step, with and without train.overlap_collect (docs/speed.md,
-# "Acting while training"; needs Meta-World on the machine), with the time left
-LOOP=(--config quickstart --set model.size=size1m --set train.train_ratio=512 --updates 40); LOOP_S=120
-[ $DRY = 1 ] && LOOP=(--config smoke --updates 5) && LOOP_S=150
-if ! want loop; then :
-elif ! "$PY" -c "import metaworld, gymnasium" >>"$LOG" 2>&1; then say "skip the learning loop: no Meta-World here"
-elif [ "$(left)" -lt $LOOP_S ]; then say "skip the learning loop: $(left) s left, needs ~$LOOP_S s"
-else say "run the learning loop"; timeout "$(left)" "$PY" benchmarks/collect_overhead.py --loop "${LOOP[@]}" \
-  --out "$OUTDIR/collect_overhead_loop.jsonl" >>"$LOG" 2>&1 || say "learning loop failed or timed out (exit $?; see log)"
-fi
 # the observe scan fully unrolled (a compile ~2.6x longer; docs/speed.md), this project's side alone, with the time left
 want unroll64 && run "unroll 64/15 ${SIZES[0]} float32" $(( EXPECT[${SIZES[0]}] * 3 )) --size "${SIZES[0]}" --dtype float32 \
   --ours-only --set model.observe_unroll=64 --set behavior.imag_unroll=15

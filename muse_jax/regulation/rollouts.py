@@ -22,8 +22,10 @@ def regulate_one(agent, h_D: jax.Array, z_SxK: jax.Array, key: jax.Array, cfg: C
     R = r.num_rollouts
     start = dict(deter=jnp.broadcast_to(h_D, (R, *h_D.shape)).astype(jnp.float32),
                  stoch=jnp.broadcast_to(z_SxK, (R, *z_SxK.shape)).astype(jnp.float32))
-    policy = lambda s, k: agent.actor.sample(feature(s["deter"], s["stoch"]), k)
-    traj, act_RxH1xA = agent.wm.rssm.imagine(start, policy, r.horizon, key)
+    # the actor's noise for every step drawn before the loop (the same bits as `actor.sample` per step)
+    policy = lambda s, eps: agent.actor.sample_from_noise(feature(s["deter"], s["stoch"]), eps)
+    traj, act_RxH1xA = agent.wm.rssm.imagine(start, policy, r.horizon, key,
+                                             draw=lambda k: agent.actor.noise(k, (R,)))
     comp_RxH1 = competence(agent.wm.competence_probs(feature(traj["deter"], traj["stoch"])))
     scores_R = comp_RxH1[:, 1:].mean(-1)
     best = jnp.argmax(scores_R)

@@ -75,6 +75,26 @@ def test_rollouts_pick_the_best_scored_rollout(trained, make_batch):
     np.testing.assert_allclose(info["competence_final"], info["scores"].max(-1))
 
 
+def test_rollouts_draw_the_same_actions_as_sampling_inside_the_loop(trained, make_batch):
+    """Option (a) draws the actor's noise for all steps before its loop: the same actions and scores as
+    `actor.sample` called with each step's key inside it."""
+    from muse_jax.competence import competence
+    from muse_jax.nets import feature
+    from muse_jax.regulation import rollouts
+
+    learner, _, _ = trained
+    agent, h, z, _, _ = _failing_states(learner, make_batch)
+    cfg, key = agent.cfg, jax.random.key(4)
+    action, info = rollouts.regulate_one(agent, h[0], z[0], key, cfg)
+    R = cfg.regulation.num_rollouts
+    start = dict(deter=jnp.broadcast_to(h[0], (R, *h[0].shape)), stoch=jnp.broadcast_to(z[0], (R, *z[0].shape)))
+    in_loop = lambda s, k: agent.actor.sample(feature(s["deter"], s["stoch"]), k)
+    traj, act = agent.wm.rssm.imagine(start, in_loop, cfg.regulation.horizon, key)
+    scores = competence(agent.wm.competence_probs(feature(traj["deter"], traj["stoch"])))[:, 1:].mean(-1)
+    np.testing.assert_allclose(info["scores"], scores, rtol=1e-6)
+    np.testing.assert_array_equal(action, act[jnp.argmax(scores), 0])
+
+
 def test_unknown_strategy_is_named():
     with pytest.raises(ValueError, match="gradient"):
         regulation.get_strategy("beam")
