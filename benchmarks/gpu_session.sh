@@ -7,10 +7,10 @@
 # Why a script: GPU machines come in short leases, bare, without a package registry. This installs the
 # wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
-# size12m and size1m, float32 then bfloat16 (this project's GPU default, `auto` scans), 5 seeds in one step
-# against one (wm_throughput.py --seeds), and, with time left, a learning run's updates/s against its train
-# step (benchmarks/collect_overhead.py --loop), this project's side with the rolled scans and each half of
-# `auto`, fully unrolled, and the step's parts timed apart (benchmarks/step_breakdown.py). When the official
+# size12m and size1m at float32 (this project's GPU default, `auto` scans), a learning run's updates/s
+# against its train step (benchmarks/collect_overhead.py --loop), both sizes at bfloat16, 5 seeds in one
+# step against one (wm_throughput.py --seeds), and, with time left, this project's side with the rolled
+# scans and each half of `auto`, fully unrolled, and the step's parts timed apart (benchmarks/step_breakdown.py). When the official
 # DreamerV3 source (.official/dreamer-3.3.1, fetched by benchmarks/official/setup.sh) and its
 # requirements (wheels in .whl/official/, see benchmarks/gpu_prepare.sh) were carried, the official side
 # runs in the same process pairs (ratios in one run); else this project's side runs alone and the
@@ -19,7 +19,7 @@
 # Output: JSON lines in $OUT/gpu_session.jsonl (the device tool's $OUT; else runs/gpu_session/), one per
 # (size, dtype, setting), plus env.json and the log. Budget: SESSION_SECONDS (default 300) wall seconds;
 # a step that would not fit is skipped and says so. SKIP names stages to leave out (a second call:
-# SKIP="f32 bf16"): f32 bf16 seeds loop variants unroll64 breakdown.
+# SKIP="f32 loop"): f32 loop bf16 seeds variants unroll64 breakdown.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DRY=0
@@ -80,12 +80,15 @@ else
 fi
 
 # 3. the runs, one (size, dtype) per process so that a partial session still leaves whole records; each
-#    runs only if its expected seconds (EXPECT, measured on an H200: this project's size12m
-#    compile 37 s, the official's make_agent + init + first call 78 s) still fit the budget
+#    runs only if its expected seconds still fit the budget. Measured on an H200 (lease 3, `auto` scans):
+#    a pair took 149 s (size12m float32), 137 s (size12m bfloat16), 120 s (size1m float32); the seeds 168 s;
+#    the step breakdown did not finish in 113 s. This project's side alone: ~50 s size12m, ~35 s size1m.
 if [ $DRY = 1 ]; then  # size1m (the official has no smaller preset) at a tiny batch
-  SIZES=(size1m); SHAPE=(--batch 4 --seq 8 --rounds 2 --steps 2); declare -A EXPECT=([size1m]=60)
+  SIZES=(size1m); SHAPE=(--batch 4 --seq 8 --rounds 2 --steps 2)
+  declare -A EXPECT=([size1m]=60) PAIR=([size1m]=60)
 else
-  SIZES=(size12m size1m); SHAPE=(--rounds 3 --steps 10); declare -A EXPECT=([size1m]=35 [size12m]=50)
+  SIZES=(size12m size1m); SHAPE=(--rounds 3 --steps 10)
+  declare -A EXPECT=([size1m]=35 [size12m]=50) PAIR=([size1m]=125 [size12m]=150)
 fi
 run() {  # run LABEL EXPECTED_S ARGS...
   local label=$1 expect=$2; shift 2
@@ -94,33 +97,33 @@ run() {  # run LABEL EXPECTED_S ARGS...
   timeout "$(left)" "$PY" benchmarks/official/speed.py --platform "$PLATFORM" "${SHAPE[@]}" --out "$JSONL" "$@" \
     >>"$LOG" 2>&1 || say "$label failed or timed out (exit $?; see log)"
 }
-SCALE=1; [ ${#OFFICIAL[@]} -gt 1 ] && SCALE=3  # the official side builds its replay and compiles slower
-pairs() {  # both sizes at one dtype
+pairs() {  # both sizes at one dtype (the official side builds its replay and compiles: a pair takes longer)
   for size in "${SIZES[@]}"; do
-    run "$size $1" $(( EXPECT[$size] * SCALE )) --size "$size" --dtype "$1" "${OFFICIAL[@]}"
+    if [ ${#OFFICIAL[@]} -gt 1 ]; then expect=${PAIR[$size]}; else expect=${EXPECT[$size]}; fi
+    run "$size $1" "$expect" --size "$size" --dtype "$1" "${OFFICIAL[@]}"
   done
 }
-want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 bf16" for a second call
+want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 loop" for a second call
 want f32 && pairs float32
-want bf16 && pairs bfloat16  # the official's default dtype, both sides
-# N seeds in one vmapped step against one seed (muse-wm pretrain --seeds; target: 5 seeds <= 1.5x one
-# seed's time per update), this project's side alone
-SEEDS_ARGS=(--size size1m --seeds 5 --steps 10); SEEDS_S=90
-[ $DRY = 1 ] && SEEDS_ARGS=(--size size1m --batch 4 --seq 8 --seeds 2 --steps 2) && SEEDS_S=60
-if ! want seeds; then :
-elif [ "$(left)" -lt $SEEDS_S ]; then say "skip --seeds: $(left) s left, needs ~$SEEDS_S s"
-else say "run --seeds"; timeout "$(left)" "$PY" benchmarks/wm_throughput.py "${SEEDS_ARGS[@]}" --json \
-  --out "$OUTDIR/wm_seeds.jsonl" >>"$LOG" 2>&1 || say "--seeds failed or timed out (exit $?; see log)"
-fi
 # a learning run's updates/s against its own train step, with and without train.overlap_collect (docs/speed.md,
 # "Acting while training"; needs Meta-World on the machine), with the time left
-LOOP=(--config quickstart --set model.size=size1m --set train.train_ratio=512 --updates 40); LOOP_S=120
+LOOP=(--config quickstart --set model.size=size1m --set train.train_ratio=512 --updates 40); LOOP_S=180
 [ $DRY = 1 ] && LOOP=(--config smoke --updates 5) && LOOP_S=150
 if ! want loop; then :
 elif ! "$PY" -c "import metaworld, gymnasium" >>"$LOG" 2>&1; then say "skip the learning loop: no Meta-World here"
 elif [ "$(left)" -lt $LOOP_S ]; then say "skip the learning loop: $(left) s left, needs ~$LOOP_S s"
 else say "run the learning loop"; timeout "$(left)" "$PY" benchmarks/collect_overhead.py --loop "${LOOP[@]}" \
   --out "$OUTDIR/collect_overhead_loop.jsonl" >>"$LOG" 2>&1 || say "learning loop failed or timed out (exit $?; see log)"
+fi
+want bf16 && pairs bfloat16  # the official's default dtype, both sides
+# N seeds in one vmapped step against one seed (muse-wm pretrain --seeds; target: 5 seeds <= 1.5x one
+# seed's time per update), this project's side alone
+SEEDS_ARGS=(--size size1m --seeds 5 --steps 10); SEEDS_S=170
+[ $DRY = 1 ] && SEEDS_ARGS=(--size size1m --batch 4 --seq 8 --seeds 2 --steps 2) && SEEDS_S=60
+if ! want seeds; then :
+elif [ "$(left)" -lt $SEEDS_S ]; then say "skip --seeds: $(left) s left, needs ~$SEEDS_S s"
+else say "run --seeds"; timeout "$(left)" "$PY" benchmarks/wm_throughput.py "${SEEDS_ARGS[@]}" --json \
+  --out "$OUTDIR/wm_seeds.jsonl" >>"$LOG" 2>&1 || say "--seeds failed or timed out (exit $?; see log)"
 fi
 # other settings of the scans, this project's side alone: the pairs above run `auto` (on a GPU: unrolled 8/15,
 # remat "dots"; muse_jax/config/loops.py); these time the rolled scans and each half of `auto` against the
@@ -138,7 +141,7 @@ done
 want unroll64 && run "unroll 64/15 ${SIZES[0]} float32" $(( EXPECT[${SIZES[0]}] * 3 )) --size "${SIZES[0]}" --dtype float32 \
   --ours-only --set model.observe_unroll=64 --set behavior.imag_unroll=15
 # where the step's time goes on this device (docs/speed.md, "Where the step's CPU time goes"), with the time left
-BREAK_ARGS=(--size "${SIZES[0]}" --steps 10); BREAK_S=90
+BREAK_ARGS=(--size "${SIZES[0]}" --steps 10); BREAK_S=180
 [ $DRY = 1 ] && BREAK_ARGS=(--size size1m --batch 4 --seq 8 --steps 2) && BREAK_S=60
 if ! want breakdown; then :
 elif [ "$(left)" -lt $BREAK_S ]; then say "skip the step breakdown: $(left) s left, needs ~$BREAK_S s"

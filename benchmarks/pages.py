@@ -421,16 +421,16 @@ def loops_words(loops: dict[str, Any]) -> str:
     return ", ".join(words)
 
 
-def auto_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """A lease's rows, by size, timed with the loop settings `auto` takes on a GPU at the default config
-    (muse_jax/config/loops.py), as records write them."""
+def auto_rows(rows: list[dict[str, Any]], dtype: str = "float32") -> dict[str, dict[str, Any]]:
+    """A lease's rows at `dtype`, by size, timed with the loop settings `auto` takes on a GPU at the default
+    config (muse_jax/config/loops.py), as records write them."""
     import dataclasses
 
     from muse_jax.config import Config
     from muse_jax.config.loops import loops_for
 
     auto = dataclasses.asdict(loops_for(Config(), "gpu"))
-    return {x["size"]: x for x in rows if x.get("ours_loops") == auto}
+    return {x["size"]: x for x in rows if x.get("ours_loops") == auto and x["dtype"] == dtype}
 
 
 def gpu_sessions(docs: Path) -> dict[str, list[dict[str, Any]]]:
@@ -443,15 +443,27 @@ def gpu_sessions(docs: Path) -> dict[str, list[dict[str, Any]]]:
     return sessions
 
 
-def official_of(rows: list[dict[str, Any]], size: str) -> dict[str, Any] | None:
-    """The session's paired run at `size`: its official step is what the session's ours-only rows compare to."""
-    return next((x for x in rows if x["size"] == size and x.get("official_train_step_median_s")), None)
+def official_of(rows: list[dict[str, Any]], size: str, dtype: str) -> dict[str, Any] | None:
+    """The session's paired run at `size` and `dtype`: its official step is what the session's ours-only rows
+    at that size and dtype compare to (never a step of the other dtype)."""
+    return next((x for x in rows if x["size"] == size and x["dtype"] == dtype
+                 and x.get("official_train_step_median_s")), None)
 
 
 def ratio_to_official(rows: list[dict[str, Any]], x: dict[str, Any]) -> float | None:
-    """The official's step over row `x`'s, the official's from its session's pair at the same size."""
-    o = official_of(rows, x["size"])
+    """The official's step over row `x`'s, the official's from its session's pair at the same size and dtype."""
+    o = official_of(rows, x["size"], x["dtype"])
     return o["official_train_step_median_s"] / x["ours_train_step_median_s"] if o else None
+
+
+def auto_ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per dtype, per size: the official's step over this project's at its GPU default (`auto`) scans."""
+    out: dict[str, dict[str, float]] = {}
+    for dtype in ("float32", "bfloat16"):
+        r = {k: r for k, x in auto_rows(rows, dtype).items() if (r := ratio_to_official(rows, x))}
+        if r:
+            out[dtype] = r
+    return out
 
 
 def gpu_vs_official_section(docs: Path) -> list[str]:
@@ -465,37 +477,45 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
         pairs = [x for x in rows if x.get("speed_ratio_official_over_ours")]
         cpu = [x["cpu_ratio_official_over_ours"] for x in pairs]
         shows = ("In the same run, alternating, the official's step takes "
-                 + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']}, "
+                 + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']}, {x['dtype']}, "
                                 f"{loops_words(x['ours_loops'])})" for x in pairs)
                  + f" this project's wall time, and {min(cpu):.1f}-{max(cpu):.1f}x its host CPU time per step.")
-        ratio = {k: r for k, x in auto_rows(rows).items() if (r := ratio_to_official(rows, x))}
-        if ratio:
-            met, missed = [k for k, r in ratio.items() if r >= 2], [k for k, r in ratio.items() if r < 2]
-            shows += (" With the scan settings that `auto` takes on a GPU (unroll 8/15, remat dots), timed in "
-                      "the same call against that official step: "
-                      + " and ".join(f"**{r:.2f}x** ({k})" for k, r in ratio.items())
-                      + f"; the 2x target is met at {', '.join(met) or 'no size'}"
-                      + (f" and not at {', '.join(missed)}." if missed else "."))
+        ratios = auto_ratios(rows)
+        if ratios:
+            met = [f"{k} ({d})" for d, r in ratios.items() for k, v in r.items() if v >= 2]
+            missed = [f"{k} ({d})" for d, r in ratios.items() for k, v in r.items() if v < 2]
+            shows += (" With the scan settings that `auto` takes on a GPU (unroll 8/15, remat dots), against the "
+                      "official step of the same call at the same dtype: "
+                      + "; ".join(f"{d}: " + " and ".join(f"**{v:.2f}x** ({k})" for k, v in r.items())
+                                  for d, r in ratios.items())
+                      + f". The 2x target is met at {' and '.join(met) or 'no size'}"
+                      + (f" and not at {' and '.join(missed)}." if missed else "."))
         elif not ours_only:
             shows += " Both are bound by the chain of small kernels; the 2x target is not met."
+        dtypes = sorted({x["dtype"] for x in rows}, key=lambda d: d != "float32")
         out += [f"### {name}" + (f" (code {g['code']})" if g.get("code") else ""), "",
                 about(command="bash benchmarks/gpu_prepare.sh   # here, with the package registry\n"
                               f"SESSION_SECONDS={g.get('session_seconds', 540)} bash benchmarks/gpu_session.sh"
                               "   # on the GPU machine",
                       machine=f"{g['device']}, {g['cpu_cores']} CPU cores, jax {g['ours_jax']} on both sides",
-                      budget=f"{g['rounds']} rounds x {g['steps_per_round']} steps per row, {g['dtype']}; pairs "
-                             f"{g['order']}, then this project's side alone per scan setting",
+                      budget=f"{g['rounds']} rounds x {g['steps_per_round']} steps per row, "
+                             f"{' and '.join(dtypes)} (both sides at the row's dtype); pairs "
+                             f"{g['order']}" + (", then this project's side alone per scan setting"
+                                                if ours_only else ""),
                       seeds="one (a timing)", shows=shows, data="`docs/official_speed_gpu.jsonl`"),
-                table(["size", "this project's scans", "this project (median)", "official (median)", "ratio",
-                       "host CPU s per step (this / official)", "ready to train (this / official)"],
-                      [[x["size"], loops_words(x["ours_loops"]), f"{x['ours_train_step_median_s'] * 1000:.1f} ms"]
+                table(["size", "dtype", "this project's scans", "this project (median)", "official (median)",
+                       "ratio", "host CPU s per step (this / official)", "ready to train (this / official)"],
+                      [[x["size"], x["dtype"], loops_words(x["ours_loops"]),
+                        f"{x['ours_train_step_median_s'] * 1000:.1f} ms"]
                        + ([f"{o['official_train_step_median_s'] * 1000:.1f} ms"
                            + ("" if o is x else " (the pair's)"),
                            f"**{ratio_to_official(rows, x):.2f}x**",
                            f"{x['ours_train_step_cpu_s'] * 1000:.1f} / {o['official_train_step_cpu_s'] * 1000:.1f} ms",
                            f"{x['ours_ready_s']:.0f} s / {o['official_ready_s']:.0f} s"]
-                          if (o := official_of(rows, x["size"])) else ["-", "-", "-", f"{x['ours_ready_s']:.0f} s / -"])
-                       for x in sorted(rows, key=lambda x: x["size"] != "size12m")]), ""]
+                          if (o := official_of(rows, x["size"], x["dtype"]))
+                          else ["-", "-", "-", f"{x['ours_ready_s']:.0f} s / -"])
+                       for x in sorted(rows, key=lambda x: (x["dtype"] != "float32", x["size"] != "size12m"))]),
+                ""]
     seeds_path = docs / "wm_seeds_gpu.jsonl"
     seeds = [x for x in read_lines(seeds_path) if x.get("seeds")] if seeds_path.exists() else []
     if seeds:
@@ -503,16 +523,20 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
         out += ["## Several seeds in one step on one GPU (`wm_throughput.py --seeds`)", "",
                 about(command=f"python benchmarks/wm_throughput.py --size {s['size']} --seeds {s['seeds']} "
                               f"--steps {s['steps']}",
-                      machine=f"{s['device']}, jax {s['jax']} ({s.get('session', '')})",
+                      machine=f"{s['device']}, jax {s['jax']}",
                       budget=f"median of {s['steps']} train steps after compilation, batch {s['batch']} x {s['seq']} "
-                             f"per seed, scans {loops_words(s['loops'])}",
+                             "per seed, each row's scans on both sides of its ratio",
                       seeds=f"{s['seeds']} in one vmapped step against one",
-                      shows=f"{s['seeds']} seeds' update takes {s['seeds_ratio']:.2f}x one seed's (target: at most "
-                            f"1.5x), {s['seeds_per_seed_s'] * 1000:.1f} ms per seed against "
-                            f"{s['train_step_median_s'] * 1000:.1f} ms alone.",
+                      shows="; ".join(f"{'With' if i == 0 else 'with'} scans {loops_words(x['loops'])}, "
+                                      f"{x['seeds']} seeds' update takes "
+                                      f"{x['seeds_ratio']:.2f}x one seed's, {x['seeds_per_seed_s'] * 1000:.1f} ms "
+                                      f"per seed against {x['train_step_median_s'] * 1000:.1f} ms alone"
+                                      for i, x in enumerate(seeds)) + " (target: at most 1.5x).",
                       data="`docs/wm_seeds_gpu.jsonl`"),
-                table(["size", "1 seed (median)", f"{s['seeds']} seeds (median)", "ratio", "compile (1 / N)"],
-                      [[x["size"], f"{x['train_step_median_s'] * 1000:.1f} ms",
+                table(["lease", "size", "scans", "1 seed (median)", f"{s['seeds']} seeds (median)", "ratio",
+                       "compile (1 / N)"],
+                      [[x.get("session", ""), x["size"], loops_words(x["loops"]),
+                        f"{x['train_step_median_s'] * 1000:.1f} ms",
                         f"{x['seeds_train_step_median_s'] * 1000:.1f} ms", f"**{x['seeds_ratio']:.2f}x**",
                         f"{x['compile_s']:.0f} s / {x['seeds_compile_s']:.0f} s"] for x in seeds])]
     return out
@@ -1007,21 +1031,25 @@ def readme_results(docs: Path) -> str:
                    "official: seeds, mean (spread)", "random bar", "target"], rows)
     sessions = gpu_sessions(docs)
     rows = list(sessions.values())[-1] if sessions else []  # the latest lease
-    auto = auto_rows(rows)
+    auto = auto_rows(rows)  # float32: the README's figures compare like with like
     s12 = auto.get("size12m") or gpu.get("size12m")
     if s12:
         ms = s12.get("ours_train_step_median_s", s12.get("train_step_median_s"))
-        text += (f"\nSpeed ([page](docs/experiments/speed.md)): the size12m train step (batch 16 x 64) takes "
-                 f"**{ms * 1000:.1f} ms** on one {s12['device']}"
+        text += (f"\nSpeed ([page](docs/experiments/speed.md)): the size12m train step (batch 16 x 64, float32) "
+                 f"takes **{ms * 1000:.1f} ms** on one {s12['device']}"
                  + (" (its GPU default scans)" if s12 is auto.get("size12m") else ""))
     if cpu:
         text += ("; on 2 CPU cores, in the same run, the official's step takes "
                  + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({k})" for k, x in cpu.items())
                  + " this project's")
-    if rows:  # this project's GPU default (`auto` scans) against that lease's official step
-        shown = auto or {x["size"]: x for x in rows if x.get("speed_ratio_official_over_ours")}
+    if rows:  # this project's GPU default (`auto` scans) against that lease's official step, dtype by dtype
+        ratios = auto_ratios(rows)
+        if not ratios:
+            shown = {x["size"]: x for x in rows if x.get("speed_ratio_official_over_ours")}
+            ratios = {"": {k: r for k, x in shown.items() if (r := ratio_to_official(rows, x))}}
         text += (f"; on one {rows[0]['device']}, same call, {'with its GPU default scans, ' if auto else ''}"
-                 + " and ".join(f"{r:.2f}x ({k})" for k, x in shown.items() if (r := ratio_to_official(rows, x))))
+                 + "; ".join(f"{d + ' on both sides: ' if d else ''}"
+                             + " and ".join(f"{v:.2f}x ({k})" for k, v in r.items()) for d, r in ratios.items()))
     text += ".\n"
     t1 = docs / "table1" / "small.jsonl"
     if t1.exists():

@@ -1,0 +1,52 @@
+"""The GPU speed page pairs each row with the official step of its own size and dtype."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.pages import auto_ratios, gpu_vs_official_section, official_of, ratio_to_official
+from muse_jax.config import Config
+from muse_jax.config.loops import loops_for
+
+AUTO = dataclasses.asdict(loops_for(Config(), "gpu"))
+ROLLED = {"observe_unroll": 1, "imag_unroll": 1, "observe_remat": "none"}
+
+
+def record(size: str, dtype: str, ours_ms: float, official_ms: float | None, loops: dict) -> dict:
+    x = {"benchmark": "official_speed", "size": size, "dtype": dtype, "ours_train_step_median_s": ours_ms / 1000,
+         "ours_train_step_cpu_s": 0.005, "ours_ready_s": 60.0, "ours_loops": loops, "ours_jax": "0.11.2",
+         "device": "NVIDIA H200", "cpu_cores": 16, "rounds": 3, "steps_per_round": 10,
+         "order": "ours only" if official_ms is None else "ours, official alternating", "session": "lease"}
+    if official_ms is not None:
+        x.update(official_train_step_median_s=official_ms / 1000, official_train_step_cpu_s=0.03,
+                 official_ready_s=50.0, speed_ratio_official_over_ours=official_ms / ours_ms,
+                 cpu_ratio_official_over_ours=6.0)
+    return x
+
+
+def rows() -> list[dict]:
+    return [record("size12m", "float32", 18.0, 32.0, AUTO), record("size12m", "bfloat16", 15.0, 28.0, AUTO),
+            record("size12m", "float32", 24.0, None, ROLLED), record("size1m", "bfloat16", 8.0, None, AUTO)]
+
+
+def test_a_row_compares_with_the_official_step_of_its_own_dtype() -> None:
+    r = rows()
+    assert official_of(r, "size12m", "bfloat16") is r[1]
+    assert ratio_to_official(r, r[1]) == pytest.approx(28 / 15)  # not 32.0 / 15.0, the float32 official's
+    assert ratio_to_official(r, r[2]) == pytest.approx(32 / 24)
+    assert ratio_to_official(r, r[3]) is None  # no bfloat16 pair at size1m: no ratio rather than a float32 one
+
+
+def test_auto_ratios_are_per_dtype() -> None:
+    r = auto_ratios(rows())
+    assert r == {"float32": {"size12m": pytest.approx(32 / 18)}, "bfloat16": {"size12m": pytest.approx(28 / 15)}}
+
+
+def test_the_section_names_each_rows_dtype(tmp_path: Path) -> None:
+    (tmp_path / "official_speed_gpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows()))
+    text = "\n".join(gpu_vs_official_section(tmp_path))
+    assert "| size12m | bfloat16 | unroll 8/15, remat dots | 15.0 ms | 28.0 ms | **1.87x**" in text
+    assert "| size1m | bfloat16 | unroll 8/15, remat dots | 8.0 ms | - |" in text
+    assert "not at size12m (float32) and size12m (bfloat16)" in text
