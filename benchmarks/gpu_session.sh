@@ -10,11 +10,11 @@
 # size12m and size1m at float32 (this project's GPU default, `auto` scans), a learning run's updates/s
 # against its train step (benchmarks/collect_overhead.py --loop), both sizes at bfloat16, 5 seeds in one
 # step against one (wm_throughput.py --seeds), and, with time left, this project's side with the rolled
-# scans and each half of `auto`, fully unrolled, and the step's parts timed apart (benchmarks/step_breakdown.py). When the official
-# DreamerV3 source (.official/dreamer-3.3.1, fetched by benchmarks/official/setup.sh) and its
-# requirements (wheels in .whl/official/, see benchmarks/gpu_prepare.sh) were carried, the official side
-# runs in the same process pairs (ratios in one run); else this project's side runs alone and the
-# records say "order": "ours only".
+# scans and each half of `auto`, fully unrolled, and the step's parts timed apart
+# (benchmarks/step_breakdown.py). When the official DreamerV3 source (.official/dreamer-3.3.1, fetched by
+# benchmarks/official/setup.sh) and its requirements (wheels in .whl/official/, see benchmarks/gpu_prepare.sh)
+# were carried, the official side runs in the same process pairs (ratios in one run); else this project's
+# side runs alone and the records say "order": "ours only". After the lease: python -m benchmarks.gpu_records.
 #
 # Output: JSON lines in $OUT/gpu_session.jsonl (the device tool's $OUT; else runs/gpu_session/), one per
 # (size, dtype, setting), plus env.json and the log. Budget: SESSION_SECONDS (default 300) wall seconds;

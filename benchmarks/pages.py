@@ -525,7 +525,7 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
                               f"--steps {s['steps']}",
                       machine=f"{s['device']}, jax {s['jax']}",
                       budget=f"median of {s['steps']} train steps after compilation, batch {s['batch']} x {s['seq']} "
-                             "per seed, each row's scans on both sides of its ratio",
+                             "per seed, a row's one-seed and N-seed steps compiled with the same scans",
                       seeds=f"{s['seeds']} in one vmapped step against one",
                       shows="; ".join(f"{'With' if i == 0 else 'with'} scans {loops_words(x['loops'])}, "
                                       f"{x['seeds']} seeds' update takes "
