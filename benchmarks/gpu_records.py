@@ -12,7 +12,7 @@ same-call timings against the official), `wm_seeds.jsonl` (N seeds in one step) 
 
 What comes back from a lease is not trusted: a run cut off by its timeout can leave a partial line, and a
 folder can hold anything. A line that is not a JSON object with the fields its page reads (of the right
-types) is skipped and named, never counted; a lease already in the records is refused (run it once); the
+types), or that was measured off a GPU (`gpu_session.sh --dry-run`), is skipped and named, never counted; a lease already in the records is refused (run it once); the
 records are rewritten atomically (a temporary file, then a rename), so a kill leaves the old or the new file.
 """
 
@@ -41,8 +41,14 @@ SEEDS = {"size": str, "device": str, "jax": str, "steps": int, "batch": int, "se
          "loops": dict, "train_step_median_s": NUMBER, "seeds_train_step_median_s": NUMBER,
          "seeds_ratio": NUMBER, "seeds_per_seed_s": NUMBER, "compile_s": NUMBER, "seeds_compile_s": NUMBER}
 """The fields of a `wm_throughput --seeds` record that the seeds table reads."""
-LOOP = {"benchmark": str, "backend": str, "updates": int}
-"""A learning-loop record (`collect_overhead.py --loop`): kept whole for its page, checked for its kind."""
+LOOP = {"config": str, "size": str, "num_envs": int, "batch": int, "seq": int, "train_ratio": NUMBER,
+        "device": str, "updates": int, "serial_loop_updates_per_s": NUMBER, "serial_bench_updates_per_s": NUMBER,
+        "serial_ratio": NUMBER, "overlap_loop_updates_per_s": NUMBER, "overlap_bench_updates_per_s": NUMBER,
+        "overlap_ratio": NUMBER}
+"""The fields of a learning-loop summary (`collect_overhead.py --loop`) that the speed page reads."""
+
+GPU_BACKENDS = ("gpu", "cuda", "rocm")
+"""What a record names as its platform (`platform`, or `backend`) when it was timed on a GPU."""
 
 FILES = {"gpu_session.jsonl": "official_speed_gpu.jsonl", "wm_seeds.jsonl": "wm_seeds_gpu.jsonl",
          "collect_overhead_loop.jsonl": "collect_overhead_gpu.jsonl"}
@@ -66,6 +72,9 @@ def check(name: str, x: Any) -> str | None:
     """Why a record from output file `name` cannot be kept, or None (a summary line needs only its kind)."""
     if not isinstance(x, dict):
         return "not a JSON object"
+    backend = x.get("platform", x.get("backend"))
+    if backend not in GPU_BACKENDS:
+        return f"measured on {backend!r}, not a GPU (a --dry-run's output?)"
     if name == "gpu_session.jsonl":
         if x.get("benchmark") == "official_speed_summary":
             return None
@@ -77,6 +86,8 @@ def check(name: str, x: Any) -> str | None:
         if x.get("benchmark") != "wm_throughput":
             return f"benchmark {x.get('benchmark')!r} is not wm_throughput"
         return _problem(x, SEEDS) or _problem(x["loops"], LOOPS)
+    if x.get("benchmark") != "collect_overhead_loop" or not x.get("summary"):
+        return "not a collect_overhead_loop summary"
     return _problem(x, LOOP)
 
 

@@ -479,7 +479,8 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
         shows = ("In the same run, alternating, the official's step takes "
                  + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']}, {x['dtype']}, "
                                 f"{loops_words(x['ours_loops'])})" for x in pairs)
-                 + f" this project's wall time, and {min(cpu):.1f}-{max(cpu):.1f}x its host CPU time per step.")
+                 + f" this project's wall time, and {min(cpu):.1f}-{max(cpu):.1f}x its host CPU time per step."
+                 if pairs else "This project's side alone (the official did not run in this lease): no ratios.")
         ratios = auto_ratios(rows)
         if ratios:
             met = [f"{k} ({d})" for d, r in ratios.items() for k, v in r.items() if v >= 2]
@@ -497,7 +498,8 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
                 about(command="bash benchmarks/gpu_prepare.sh   # here, with the package registry\n"
                               f"SESSION_SECONDS={g.get('session_seconds', 540)} bash benchmarks/gpu_session.sh"
                               "   # on the GPU machine",
-                      machine=f"{g['device']}, {g['cpu_cores']} CPU cores, jax {g['ours_jax']} on both sides",
+                      machine=f"{g['device']}, {g['cpu_cores']} CPU cores, jax {g['ours_jax']}"
+                              + (" on both sides" if pairs else ""),
                       budget=f"{g['rounds']} rounds x {g['steps_per_round']} steps per row, "
                              f"{' and '.join(dtypes)} (both sides at the row's dtype); pairs "
                              f"{g['order']}" + (", then this project's side alone per scan setting"
@@ -539,11 +541,44 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
                         f"{x['train_step_median_s'] * 1000:.1f} ms",
                         f"{x['seeds_train_step_median_s'] * 1000:.1f} ms", f"**{x['seeds_ratio']:.2f}x**",
                         f"{x['compile_s']:.0f} s / {x['seeds_compile_s']:.0f} s"] for x in seeds])]
-    return out
+    return out + gpu_loop_section(docs)
+
+
+LOOP_TARGET = 0.9
+"""Issue 48 §3: a learning run's updates/s at least this fraction of its train step's alone."""
+
+
+def gpu_loop_section(docs: Path) -> list[str]:
+    """A learning run's updates/s against its own train step on a GPU, serial and overlapped
+    (`collect_overhead.py --loop` summaries in `docs/collect_overhead_gpu.jsonl`, from `gpu_session.sh`)."""
+    path = docs / "collect_overhead_gpu.jsonl"
+    runs = [x for x in read_lines(path) if x.get("summary")] if path.exists() else []
+    if not runs:
+        return []
+    r = runs[-1]
+    verdict = {True: "**met**", False: "not met"}
+    return ["", "## A learning run at the train step's rate on one GPU (`collect_overhead.py --loop`)", "",
+            about(command=" ".join(["python benchmarks/collect_overhead.py --loop --config", r["config"]]
+                                   + [f"--set {kv}" for kv in r.get("sets", [])] + [f"--updates {r['updates']}"]),
+                  machine=f"{r['device']}",
+                  budget=f"{r['updates']} timed updates per loop after warm-up; {r['config']} config at "
+                         f"{r['size']}, {r['num_envs']} envs, batch {r['batch']} x {r['seq']}; the bench is the "
+                         "same compiled train step on a batch of the same replay, each call waited for",
+                  seeds="one (a timing)",
+                  shows="; ".join(f"{x.get('session', '')}: the loop runs at {x['serial_ratio']:.2f}x its train "
+                                  f"step's rate serially and {x['overlap_ratio']:.2f}x with "
+                                  "`train.overlap_collect`" for x in runs)
+                        + f" (target: at least {LOOP_TARGET:g}x).",
+                  data="`docs/collect_overhead_gpu.jsonl`"),
+            table(["lease", "train ratio", "loop", "loop updates/s", "bench updates/s", "ratio", "target"],
+                  [[x.get("session", ""), fmt(x["train_ratio"], 0), name,
+                    fmt(x[f"{tag}_loop_updates_per_s"]), fmt(x[f"{tag}_bench_updates_per_s"]),
+                    f"**{x[f'{tag}_ratio']:.2f}**", verdict[x[f"{tag}_ratio"] >= LOOP_TARGET]]
+                   for x in runs for tag, name in (("serial", "serial"), ("overlap", "overlapped"))])]
 
 
 @page("experiments/speed.md", ("wm_throughput_h100.jsonl", "official_speed_cpu.jsonl", "official_speed_gpu.jsonl",
-                                "wm_seeds_gpu.jsonl"))
+                                "wm_seeds_gpu.jsonl", "collect_overhead_gpu.jsonl"))
 def speed(docs: Path) -> str:
     gpu = [x for x in read_lines(docs / "wm_throughput_h100.jsonl") if x.get("benchmark") == "wm_throughput"]
     cpu = [x for x in read_lines(docs / "official_speed_cpu.jsonl") if x.get("benchmark") == "official_speed"]
@@ -1029,8 +1064,8 @@ def readme_results(docs: Path) -> str:
             "Fisher exact test against the random line).\n\n")
     text += table(["task", "network", "window (agent steps)", "this project: seeds, mean",
                    "official: seeds, mean (spread)", "random bar", "target"], rows)
-    sessions = gpu_sessions(docs)
-    rows = list(sessions.values())[-1] if sessions else []  # the latest lease
+    paired = [r for r in gpu_sessions(docs).values() if any(x.get("official_train_step_median_s") for x in r)]
+    rows = paired[-1] if paired else []  # the latest lease that timed the official
     auto = auto_rows(rows)  # float32: the README's figures compare like with like
     s12 = auto.get("size12m") or gpu.get("size12m")
     if s12:

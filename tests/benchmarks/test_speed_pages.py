@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,31 @@ def test_the_section_names_each_rows_dtype(tmp_path: Path) -> None:
     assert "| size12m | bfloat16 | unroll 8/15, remat dots | 15.0 ms | 28.0 ms | **1.87x**" in text
     assert "| size1m | bfloat16 | unroll 8/15, remat dots | 8.0 ms | - |" in text
     assert "not at size12m (float32) and size12m (bfloat16)" in text
+
+
+def test_the_learning_loop_rows_say_whether_the_target_is_met(tmp_path: Path) -> None:
+    from benchmarks.pages import gpu_loop_section
+
+    assert gpu_loop_section(tmp_path) == []  # no records: no section
+    run = {"benchmark": "collect_overhead_loop", "summary": True, "config": "quickstart",
+           "sets": ["model.size=size1m", "train.train_ratio=512"], "size": "size1m", "num_envs": 4, "batch": 16,
+           "seq": 32, "train_ratio": 512.0, "device": "NVIDIA H200", "updates": 40, "session": "lease 4",
+           "serial_loop_updates_per_s": 30.0, "serial_bench_updates_per_s": 50.0, "serial_ratio": 0.6,
+           "overlap_loop_updates_per_s": 47.0, "overlap_bench_updates_per_s": 50.0, "overlap_ratio": 0.94}
+    (tmp_path / "collect_overhead_gpu.jsonl").write_text(json.dumps(run) + "\n")
+    text = "\n".join(gpu_loop_section(tmp_path))
+    assert "--set model.size=size1m --set train.train_ratio=512 --updates 40" in text
+    assert "| lease 4 | 512 | serial | 30.0 | 50.0 | **0.60** | not met |" in text
+    assert "| lease 4 | 512 | overlapped | 47.0 | 50.0 | **0.94** | **met** |" in text
+
+
+def test_the_readme_quotes_the_latest_lease_that_timed_the_official(tmp_path: Path) -> None:
+    from benchmarks.pages import readme_results
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    before = readme_results(docs)
+    shutil.copytree(docs, tmp_path / "docs")
+    alone = record("size12m", "float32", 5.0, None, AUTO) | {"session": "a lease without the official"}
+    with (tmp_path / "docs" / "official_speed_gpu.jsonl").open("a") as f:
+        f.write(json.dumps(alone) + "\n")
+    assert readme_results(tmp_path / "docs") == before  # not "5.0 ms", and no empty ratio phrase
