@@ -12,8 +12,9 @@ same-call timings against the official), `wm_seeds.jsonl` (N seeds in one step) 
 
 What comes back from a lease is not trusted: a run cut off by its timeout can leave a partial line, and a
 folder can hold anything. A line that is not a JSON object with the fields its page reads (of the right
-types), or that was measured off a GPU (`gpu_session.sh --dry-run`), is skipped and named, never counted; a lease already in the records is refused (run it once); the
-records are rewritten atomically (a temporary file, then a rename), so a kill leaves the old or the new file.
+types), or that was measured off a GPU (`gpu_session.sh --dry-run`), is skipped and named, never counted;
+a lease already in the records is refused (run it once); the records are rewritten atomically (a temporary
+file, then a rename), so a kill leaves the old or the new file.
 """
 
 from __future__ import annotations
