@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -66,6 +67,8 @@ def _problem(x: Any, fields: dict[str, Any]) -> str | None:
             return f"no {key!r}"
         if isinstance(value, bool) or not isinstance(value, kind):
             return f"{key!r} is {type(value).__name__}"
+        if kind is NUMBER and not (math.isfinite(value) and value >= 0):
+            return f"{key!r} is {value} (a time, rate or ratio: finite, not negative)"
     return None
 
 
