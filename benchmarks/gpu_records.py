@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from muse_common.files import atomic_write_text, read_jsonl
+from muse_jax.config.loops import GPU_BACKENDS
 
 NUMBER = (int, float)
 
@@ -48,9 +49,6 @@ LOOP = {"config": str, "size": str, "num_envs": int, "batch": int, "seq": int, "
         "serial_ratio": NUMBER, "overlap_loop_updates_per_s": NUMBER, "overlap_bench_updates_per_s": NUMBER,
         "overlap_ratio": NUMBER}
 """The fields of a learning-loop summary (`collect_overhead.py --loop`) that the speed page reads."""
-
-GPU_BACKENDS = ("gpu", "cuda", "rocm")
-"""What a record names as its platform (`platform`, or `backend`) when it was timed on a GPU."""
 
 FILES = {"gpu_session.jsonl": "official_speed_gpu.jsonl", "wm_seeds.jsonl": "wm_seeds_gpu.jsonl",
          "collect_overhead_loop.jsonl": "collect_overhead_gpu.jsonl"}
@@ -113,17 +111,6 @@ def read(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return kept, skipped
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def fold(folders: list[Path], docs: Path, session: str, code: str, seconds: int) -> dict[str, int]:
     """Append the lease's records to docs/, tagged; returns how many went into each file. Raises ValueError
     (one line) when the lease is already recorded or nothing could be read."""
@@ -141,24 +128,17 @@ def fold(folders: list[Path], docs: Path, session: str, code: str, seconds: int)
                 new.setdefault(target, []).extend(kept)
     if not any(new.values()):
         raise ValueError(f"no records in {', '.join(map(str, folders))}: expected {', '.join(FILES)}")
+    new = {target: records for target, records in new.items() if records}
+    old = {target: (docs / target).read_text() if (docs / target).exists() else "" for target in new}
     for target in new:
-        path = docs / target
-        if path.exists() and any(json.loads(x).get("session") == session
-                                 for x in path.read_text().splitlines() if x.strip()):
-            raise ValueError(f"{path} already holds session {session!r}: a lease is folded once "
+        if any(x.get("session") == session for x in read_jsonl(docs / target)):
+            raise ValueError(f"{docs / target} already holds session {session!r}: a lease is folded once "
                              "(give another --session, or remove its lines first)")
-    counts = {}
     for target, records in new.items():
-        if not records:
-            continue
-        path = docs / target
-        old = path.read_text() if path.exists() else ""
-        if old and not old.endswith("\n"):
-            old += "\n"
         lines = [json.dumps(x | {"session": session, "code": code, "session_seconds": seconds}) for x in records]
-        write_atomic(path, old + "".join(x + "\n" for x in lines))
-        counts[target] = len(lines)
-    return counts
+        text = old[target] + ("\n" if old[target] and not old[target].endswith("\n") else "")
+        atomic_write_text(docs / target, text + "".join(x + "\n" for x in lines))
+    return {target: len(records) for target, records in new.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         counts = fold(args.folders, args.docs, args.session, args.code, args.seconds)
-    except ValueError as e:
+    except (ValueError, OSError) as e:  # OSError: an unwritable docs/ or a link there (never written through)
         print(f"error: {e}", file=sys.stderr)
         return 2
     for target, n in counts.items():
