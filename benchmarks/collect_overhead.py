@@ -204,7 +204,8 @@ def main_loop(args: argparse.Namespace, cfg) -> dict[str, Any]:
             "num_envs": cfg.env.num_envs, "vector": cfg.env.vector, "size": cfg.model.size,
             "batch": cfg.replay.batch_size, "seq": cfg.replay.seq_len, "train_ratio": cfg.train.train_ratio,
             "mode": args.mode, "cpu_cores": os.cpu_count(), "backend": jax.default_backend(),
-            "device": jax.devices()[0].device_kind, "host": platform.node()}
+            "device": jax.devices()[0].device_kind, "host": platform.node(),
+            "date": time.strftime("%Y-%m-%d", time.gmtime())}
     rows = {}
     for overlap in (cfg.train.overlap_collect, not cfg.train.overlap_collect):
         load0 = load_average()

@@ -10,16 +10,16 @@
 # size12m and size1m at float32 (this project's GPU default, `auto` scans), a learning run's updates/s
 # against its train step (benchmarks/collect_overhead.py --loop), both sizes at bfloat16, 5 seeds in one
 # step against one (wm_throughput.py --seeds), and, with time left, this project's side with the rolled
-# scans and each half of `auto`, fully unrolled, and the step's parts timed apart
-# (benchmarks/step_breakdown.py). When the official DreamerV3 source (.official/dreamer-3.3.1, fetched by
-# benchmarks/official/setup.sh) and its requirements (wheels in .whl/official/, see benchmarks/gpu_prepare.sh)
-# were carried, the official side runs in the same process pairs (ratios in one run); else this project's
-# side runs alone and the records say "order": "ours only". After the lease: python -m benchmarks.gpu_records.
+# scans and each half of `auto`, fully unrolled, the step's parts timed apart (benchmarks/step_breakdown.py),
+# and 5 seeds with `auto`'s unrolling but no remat. When the official DreamerV3 source
+# (.official/dreamer-3.3.1, fetched by benchmarks/official/setup.sh) and its requirements (wheels in
+# .whl/official/, see benchmarks/gpu_prepare.sh) were carried, the official side runs in the same process
+# pairs (ratios in one run); else this project's side runs alone and the records say "order": "ours only". After the lease: python -m benchmarks.gpu_records.
 #
 # Output: JSON lines in $OUT/gpu_session.jsonl (the device tool's $OUT; else runs/gpu_session/), one per
 # (size, dtype, setting), plus env.json and the log. Budget: SESSION_SECONDS (default 300) wall seconds;
 # a step that would not fit is skipped and says so. SKIP names stages to leave out (a second call:
-# SKIP="f32 loop"): f32 loop bf16 seeds variants unroll64 breakdown.
+# SKIP="f32 loop"): f32 loop bf16 seeds variants unroll64 breakdown seeds_unroll.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DRY=0
@@ -147,5 +147,13 @@ if ! want breakdown; then :
 elif [ "$(left)" -lt $BREAK_S ]; then say "skip the step breakdown: $(left) s left, needs ~$BREAK_S s"
 else say "run the step breakdown"; timeout "$(left)" "$PY" benchmarks/step_breakdown.py "${BREAK_ARGS[@]}" \
   --out "$OUTDIR/step_breakdown.jsonl" >>"$LOG" 2>&1 || say "step breakdown failed or timed out (exit $?; see log)"
+fi
+# 5 seeds with `auto`'s unrolling but no remat: `auto` gave 1.63x, the rolled scans 1.36x (docs/speed.md, "Several
+# seeds in one process"); this tells whether remat "dots" is what costs the 5-seed step, with the time left
+if ! want seeds_unroll; then :
+elif [ "$(left)" -lt $SEEDS_S ]; then say "skip --seeds without remat: $(left) s left, needs ~$SEEDS_S s"
+else say "run --seeds without remat"; timeout "$(left)" "$PY" benchmarks/wm_throughput.py "${SEEDS_ARGS[@]}" \
+  --set model.observe_remat=none --json --out "$OUTDIR/wm_seeds.jsonl" >>"$LOG" 2>&1 \
+  || say "--seeds without remat failed or timed out (exit $?; see log)"
 fi
 say "done: $(grep -c '"benchmark": "official_speed"' "$JSONL" 2>/dev/null || echo 0) records in $JSONL"

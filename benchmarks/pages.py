@@ -541,44 +541,76 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
                         f"{x['train_step_median_s'] * 1000:.1f} ms",
                         f"{x['seeds_train_step_median_s'] * 1000:.1f} ms", f"**{x['seeds_ratio']:.2f}x**",
                         f"{x['compile_s']:.0f} s / {x['seeds_compile_s']:.0f} s"] for x in seeds])]
-    return out + gpu_loop_section(docs)
+    return out + loop_section(docs, "gpu")
 
 
 LOOP_TARGET = 0.9
 """Issue 48 §3: a learning run's updates/s at least this fraction of its train step's alone."""
 
 
-def gpu_loop_section(docs: Path) -> list[str]:
-    """A learning run's updates/s against its own train step on a GPU, serial and overlapped
-    (`collect_overhead.py --loop` summaries in `docs/collect_overhead_gpu.jsonl`, from `gpu_session.sh`)."""
-    path = docs / "collect_overhead_gpu.jsonl"
+LOOP_RECORDS = {"gpu": "collect_overhead_gpu.jsonl", "cpu": "collect_overhead_cpu.jsonl"}
+"""`collect_overhead.py --loop` summaries: the GPU's folded in from leases by `gpu_records.py`, the CPU's
+appended by `--out`."""
+
+
+def loop_command(x: dict[str, Any]) -> str:
+    return " ".join(["python benchmarks/collect_overhead.py --loop --config", x["config"]]
+                    + [f"--set {kv}" for kv in x.get("sets", [])] + [f"--updates {x['updates']}"])
+
+
+def loop_section(docs: Path, where: str) -> list[str]:
+    """A learning run's updates/s against its own train step, serial and overlapped, one row per loop; on the
+    GPU a row names its lease, on the CPU its date and the load average before and after it (the CPU is shared
+    with other jobs, and the load moves the loop and its bench alike)."""
+    path = docs / LOOP_RECORDS[where]
     runs = [x for x in read_lines(path) if x.get("summary")] if path.exists() else []
     if not runs:
         return []
     r = runs[-1]
     verdict = {True: "**met**", False: "not met"}
-    return ["", "## A learning run at the train step's rate on one GPU (`collect_overhead.py --loop`)", "",
-            about(command=" ".join(["python benchmarks/collect_overhead.py --loop --config", r["config"]]
-                                   + [f"--set {kv}" for kv in r.get("sets", [])] + [f"--updates {r['updates']}"]),
-                  machine=f"{r['device']}",
+    on_gpu = where == "gpu"
+    machine = r["device"] if on_gpu else f"{r['cpu_cores']}-core CPU, shared with other jobs"
+
+    def label(x: dict[str, Any]) -> str:
+        return x.get("session", "") if on_gpu else x.get("date", "")
+
+    def load(x: dict[str, Any]) -> list[str]:
+        return [] if on_gpu else [f"{x['loadavg_1m']:.1f}-{x['loadavg_1m_end']:.1f}"]
+
+    title = "one GPU" if on_gpu else "the CPU"
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for x in runs:  # a lease's runs of one train ratio; on the CPU all runs of one train ratio
+        groups.setdefault((f"{label(x)}, " if on_gpu else "", x["train_ratio"]), []).append(x)
+
+    def span(xs: list[dict[str, Any]], tag: str) -> str:
+        lo, hi = min(x[f"{tag}_ratio"] for x in xs), max(x[f"{tag}_ratio"] for x in xs)
+        return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+
+    digits = 1 if on_gpu else 2  # tens of updates/s on a GPU, a few on the CPU
+    return ["", f"## A learning run at the train step's rate on {title} (`collect_overhead.py --loop`)", "",
+            about(command="\n".join(dict.fromkeys(loop_command(x) for x in runs)),
+                  machine=machine,
                   budget=f"{r['updates']} timed updates per loop after warm-up; {r['config']} config at "
                          f"{r['size']}, {r['num_envs']} envs, batch {r['batch']} x {r['seq']}; the bench is the "
                          "same compiled train step on a batch of the same replay, each call waited for",
                   seeds="one (a timing)",
-                  shows="; ".join(f"{x.get('session', '')}: the loop runs at {x['serial_ratio']:.2f}x its train "
-                                  f"step's rate serially and {x['overlap_ratio']:.2f}x with "
-                                  "`train.overlap_collect`" for x in runs)
+                  shows="; ".join(f"{who}{'t' if who else 'T'}rain ratio {tr:g}: the loop runs at "
+                                  f"{span(xs, 'serial')} its train step's rate serially and "
+                                  f"{span(xs, 'overlap')} with `train.overlap_collect`"
+                                  + (f" ({len(xs)} runs)" if len(xs) > 1 else "")
+                                  for (who, tr), xs in groups.items())
                         + f" (target: at least {LOOP_TARGET:g}x).",
-                  data="`docs/collect_overhead_gpu.jsonl`"),
-            table(["lease", "train ratio", "loop", "loop updates/s", "bench updates/s", "ratio", "target"],
-                  [[x.get("session", ""), fmt(x["train_ratio"], 0), name,
-                    fmt(x[f"{tag}_loop_updates_per_s"]), fmt(x[f"{tag}_bench_updates_per_s"]),
-                    f"**{x[f'{tag}_ratio']:.2f}**", verdict[x[f"{tag}_ratio"] >= LOOP_TARGET]]
+                  data=f"`docs/{LOOP_RECORDS[where]}`"),
+            table(["lease" if on_gpu else "date", "train ratio", "loop", "loop updates/s", "bench updates/s",
+                   "ratio", "target"] + ([] if on_gpu else ["load (1 min, before-after)"]),
+                  [[label(x), fmt(x["train_ratio"], 0), name,
+                    fmt(x[f"{tag}_loop_updates_per_s"], digits), fmt(x[f"{tag}_bench_updates_per_s"], digits),
+                    f"**{x[f'{tag}_ratio']:.2f}**", verdict[x[f"{tag}_ratio"] >= LOOP_TARGET]] + load(x)
                    for x in runs for tag, name in (("serial", "serial"), ("overlap", "overlapped"))])]
 
 
 @page("experiments/speed.md", ("wm_throughput_h100.jsonl", "official_speed_cpu.jsonl", "official_speed_gpu.jsonl",
-                                "wm_seeds_gpu.jsonl", "collect_overhead_gpu.jsonl"))
+                                "wm_seeds_gpu.jsonl", *LOOP_RECORDS.values()))
 def speed(docs: Path) -> str:
     gpu = [x for x in read_lines(docs / "wm_throughput_h100.jsonl") if x.get("benchmark") == "wm_throughput"]
     cpu = [x for x in read_lines(docs / "official_speed_cpu.jsonl") if x.get("benchmark") == "official_speed"]
@@ -632,7 +664,7 @@ def speed(docs: Path) -> str:
                     f"{x['ours_jax']} / {x['official_jax']}"]
                    + ([f"{x['rounds']} x {x['steps_per_round']}",
                        f"{x['loadavg_1m_min']:g}-{x['loadavg_1m_max']:g}"] if several else []) for x in cpu])]
-    out += gpu_vs_official_section(docs)
+    out += gpu_vs_official_section(docs) + loop_section(docs, "cpu")
     return "\n".join(out)
 
 

@@ -29,6 +29,18 @@ def git_commit(repo: Path = REPO) -> str:
         return "unknown"
 
 
+def loops_record(cfg: Any) -> dict[str, Any]:
+    """The scan settings a train step compiled in this process uses (`auto` resolved for
+    `jax.default_backend()`), as every speed record names them."""
+    import dataclasses
+
+    import jax
+
+    from muse_jax.config.loops import loops_for
+
+    return dataclasses.asdict(loops_for(cfg, jax.default_backend()))
+
+
 def emit_record(record: dict[str, Any], out: str | None) -> dict[str, Any]:
     if out:
         from muse_common.files import append_jsonl

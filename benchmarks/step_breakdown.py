@@ -35,7 +35,6 @@ Prints one JSON line: per part the median wall and process CPU seconds and its s
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import statistics
 import sys
@@ -52,7 +51,7 @@ from flax import nnx
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.report import emit_record  # noqa: E402
+from benchmarks.report import emit_record, loops_record  # noqa: E402
 from benchmarks.wm_throughput import build_config, synthetic_batch  # noqa: E402
 from muse_jax import behavior  # noqa: E402
 from muse_jax.agent import Learner, ObsSpec, _trained, create_learner, make_optimizer, make_train_step  # noqa: E402
@@ -202,7 +201,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "step_breakdown", "size": args.size, "batch": args.batch, "seq": args.seq,
         "obs_dim": args.obs_dim, "act_dim": args.act_dim, "agent": args.agent, "dtype": "float32",
-        "steps": args.steps, "loops": dataclasses.asdict(loops_for(cfg, jax.default_backend())), "parts": parts,
+        "steps": args.steps, "loops": loops_record(cfg), "parts": parts,
         "sum_grad_parts_share": sum(med_cpu[k] for k in grad_parts) / med_cpu["full"],
         "compile_s": compile_s, "compile_cpu_s": compile_cpu_s,
         "load": load_before, "load_after": load_after, "cpu_cores": os.cpu_count(),

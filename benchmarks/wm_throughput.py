@@ -22,7 +22,6 @@ The last line printed is always one JSON object.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import platform
@@ -41,10 +40,9 @@ from flax import nnx
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.report import emit_record  # noqa: E402
+from benchmarks.report import emit_record, loops_record  # noqa: E402
 from muse_jax.agent import ObsSpec, create_learner, initial_carry, make_policy_step, make_train_step  # noqa: E402
 from muse_jax.config import MODEL_SIZES, Config, from_dict, parse_overrides  # noqa: E402
-from muse_jax.config.loops import loops_for  # noqa: E402
 from muse_jax.host_allocator import keep_freed_memory  # noqa: E402
 
 
@@ -264,7 +262,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "regulation_strategy": cfg.regulation.strategy,
         "regulation_horizon": cfg.regulation.horizon,
         "backend": jax.default_backend(),
-        "loops": dataclasses.asdict(loops_for(cfg, jax.default_backend())),  # `auto` as this backend reads it
+        "loops": loops_record(cfg),
         "device": jax.devices()[0].device_kind,
         "devices": jax.device_count(),
         "jax": jax.__version__,

@@ -30,7 +30,6 @@ seconds per step (robust to other processes on the machine) and the ratio offici
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics
@@ -91,9 +90,9 @@ class ProjectSide:
                  overrides: list[str] | None = None) -> None:
         import jax
 
+        from benchmarks.report import loops_record
         from benchmarks.wm_throughput import build_config, count_params, synthetic_batch
         from muse_jax.agent import ObsSpec, create_learner, make_train_step
-        from muse_jax.config.loops import loops_for
 
         sets = ["agent=dreamer", f"model.compute_dtype={dtype}", *(overrides or [])]
         cfg = build_config(size, obs_dim, False, 64, batch, seq, sets)
@@ -115,7 +114,7 @@ class ProjectSide:
         self.params = count_params(self.state)
         self.jax_version = jax.__version__
         self.device = jax.devices()[0].device_kind
-        self.loops = dataclasses.asdict(loops_for(cfg, jax.default_backend()))  # `auto` as this backend reads it
+        self.loops = loops_record(cfg)
 
     def _run(self) -> None:
         import jax

@@ -54,16 +54,16 @@ def test_the_section_names_each_rows_dtype(tmp_path: Path) -> None:
 
 
 def test_the_learning_loop_rows_say_whether_the_target_is_met(tmp_path: Path) -> None:
-    from benchmarks.pages import gpu_loop_section
+    from benchmarks.pages import loop_section
 
-    assert gpu_loop_section(tmp_path) == []  # no records: no section
+    assert loop_section(tmp_path, "gpu") == []  # no records: no section
     run = {"benchmark": "collect_overhead_loop", "summary": True, "config": "quickstart",
            "sets": ["model.size=size1m", "train.train_ratio=512"], "size": "size1m", "num_envs": 4, "batch": 16,
            "seq": 32, "train_ratio": 512.0, "device": "NVIDIA H200", "updates": 40, "session": "lease 4",
            "serial_loop_updates_per_s": 30.0, "serial_bench_updates_per_s": 50.0, "serial_ratio": 0.6,
            "overlap_loop_updates_per_s": 47.0, "overlap_bench_updates_per_s": 50.0, "overlap_ratio": 0.94}
     (tmp_path / "collect_overhead_gpu.jsonl").write_text(json.dumps(run) + "\n")
-    text = "\n".join(gpu_loop_section(tmp_path))
+    text = "\n".join(loop_section(tmp_path, "gpu"))
     assert "--set model.size=size1m --set train.train_ratio=512 --updates 40" in text
     assert "| lease 4 | 512 | serial | 30.0 | 50.0 | **0.60** | not met |" in text
     assert "| lease 4 | 512 | overlapped | 47.0 | 50.0 | **0.94** | **met** |" in text
@@ -79,3 +79,27 @@ def test_the_readme_quotes_the_latest_lease_that_timed_the_official(tmp_path: Pa
     with (tmp_path / "docs" / "official_speed_gpu.jsonl").open("a") as f:
         f.write(json.dumps(alone) + "\n")
     assert readme_results(tmp_path / "docs") == before  # not "5.0 ms", and no empty ratio phrase
+
+
+def test_the_cpu_loop_rows_name_their_date_load_and_each_command(tmp_path: Path) -> None:
+    from benchmarks.pages import loop_section
+
+    base = {"benchmark": "collect_overhead_loop", "summary": True, "config": "quickstart", "size": "size1m",
+            "num_envs": 4, "batch": 16, "seq": 32, "device": "cpu", "cpu_cores": 2, "updates": 40,
+            "date": "2026-11-28", "loadavg_1m": 1.25, "loadavg_1m_end": 3.0}
+    runs = [base | {"sets": ["model.size=size1m", f"train.train_ratio={tr}"], "train_ratio": float(tr),
+                    "serial_loop_updates_per_s": 2.5, "serial_bench_updates_per_s": 3.125, "serial_ratio": 0.8,
+                    "overlap_loop_updates_per_s": 3.5, "overlap_bench_updates_per_s": 3.5, "overlap_ratio": 1.0}
+            for tr in (512, 64)]
+    (tmp_path / "collect_overhead_cpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in runs))
+    assert loop_section(tmp_path, "gpu") == []  # the CPU's records are not the GPU's
+    text = "\n".join(loop_section(tmp_path, "cpu"))
+    assert "on the CPU" in text and "2-core CPU" in text
+    assert "train.train_ratio=512 --updates 40" in text and "train.train_ratio=64 --updates 40" in text
+    assert "| 2026-11-28 | 512 | serial | 2.50 | 3.12 | **0.80** | not met | 1.2-3.0 |" in text
+    assert "| 2026-11-28 | 64 | overlapped | 3.50 | 3.50 | **1.00** | **met** | 1.2-3.0 |" in text
+    (tmp_path / "collect_overhead_cpu.jsonl").write_text("".join(
+        json.dumps(x | {"overlap_ratio": r}) + "\n" for x, r in ((runs[0], 1.0), (runs[0], 0.95))))
+    text = "\n".join(loop_section(tmp_path, "cpu"))  # two runs of one ratio: one sentence with the range
+    assert ("Train ratio 512: the loop runs at 0.80x its train step's rate serially and 0.95-1.00x with "
+            "`train.overlap_collect` (2 runs) (target: at least 0.9x)") in text
