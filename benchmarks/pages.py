@@ -582,10 +582,6 @@ def loop_section(docs: Path, where: str) -> list[str]:
     for x in runs:  # a lease's runs of one train ratio; on the CPU all runs of one train ratio
         groups.setdefault((f"{label(x)}, " if on_gpu else "", x["train_ratio"]), []).append(x)
 
-    def span(xs: list[dict[str, Any]], tag: str) -> str:
-        lo, hi = min(x[f"{tag}_ratio"] for x in xs), max(x[f"{tag}_ratio"] for x in xs)
-        return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
-
     digits = 1 if on_gpu else 2  # tens of updates/s on a GPU, a few on the CPU
     return ["", f"## A learning run at the train step's rate on {title} (`collect_overhead.py --loop`)", "",
             about(command="\n".join(dict.fromkeys(loop_command(x) for x in runs)),
@@ -595,8 +591,8 @@ def loop_section(docs: Path, where: str) -> list[str]:
                          "same compiled train step on a batch of the same replay, each call waited for",
                   seeds="one (a timing)",
                   shows="; ".join(f"{who}{'t' if who else 'T'}rain ratio {tr:g}: the loop runs at "
-                                  f"{span(xs, 'serial')} its train step's rate serially and "
-                                  f"{span(xs, 'overlap')} with `train.overlap_collect`"
+                                  f"{ratio_span(xs, 'serial')} its train step's rate serially and "
+                                  f"{ratio_span(xs, 'overlap')} with `train.overlap_collect`"
                                   + (f" ({len(xs)} runs)" if len(xs) > 1 else "")
                                   for (who, tr), xs in groups.items())
                         + f" (target: at least {LOOP_TARGET:g}x).",
@@ -607,6 +603,30 @@ def loop_section(docs: Path, where: str) -> list[str]:
                     fmt(x[f"{tag}_loop_updates_per_s"], digits), fmt(x[f"{tag}_bench_updates_per_s"], digits),
                     f"**{x[f'{tag}_ratio']:.2f}**", verdict[x[f"{tag}_ratio"] >= LOOP_TARGET]] + load(x)
                    for x in runs for tag, name in (("serial", "serial"), ("overlap", "overlapped"))])]
+
+
+def ratio_span(xs: list[dict[str, Any]], tag: str) -> str:
+    """The range of the loops' `{tag}_ratio` over runs, as '0.95-1.00x' (one figure when they agree)."""
+    lo, hi = min(x[f"{tag}_ratio"] for x in xs), max(x[f"{tag}_ratio"] for x in xs)
+    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+
+
+def loop_phrase(docs: Path) -> str:
+    """The README's words on the learning loop: per machine with records (the GPU's first), the train ratio
+    with the most updates per tick, its range over runs overlapped and serially, against the target."""
+    out = []
+    for where, words in (("gpu", "one GPU"), ("cpu", "2 CPU cores")):
+        path = docs / LOOP_RECORDS[where]
+        runs = [x for x in read_lines(path) if x.get("summary")] if path.exists() else []
+        if runs:
+            top = max(x["train_ratio"] for x in runs)
+            xs = [x for x in runs if x["train_ratio"] == top]
+            out.append(f"{ratio_span(xs, 'overlap')} with `train.overlap_collect` on {words} at train ratio "
+                       f"{top:g} ({ratio_span(xs, 'serial')} serially)")
+    if not out:
+        return ""
+    return ("; a learning run keeps " + " and ".join(out)
+            + f" of its train step's updates/s (target: at least {LOOP_TARGET:g}x)")
 
 
 @page("experiments/speed.md", ("wm_throughput_h100.jsonl", "official_speed_cpu.jsonl", "official_speed_gpu.jsonl",
@@ -1117,7 +1137,7 @@ def readme_results(docs: Path) -> str:
         text += (f"; on one {rows[0]['device']}, same call, {'with its GPU default scans, ' if auto else ''}"
                  + "; ".join(f"{d + ' on both sides: ' if d else ''}"
                              + " and ".join(f"{v:.2f}x ({k})" for k, v in r.items()) for d, r in ratios.items()))
-    text += ".\n"
+    text += loop_phrase(docs) + ".\n"
     t1 = docs / "table1" / "small.jsonl"
     if t1.exists():
         text += "\n" + table1_summary(read_lines(t1))

@@ -103,3 +103,18 @@ def test_the_cpu_loop_rows_name_their_date_load_and_each_command(tmp_path: Path)
     text = "\n".join(loop_section(tmp_path, "cpu"))  # two runs of one ratio: one sentence with the range
     assert ("Train ratio 512: the loop runs at 0.80x its train step's rate serially and 0.95-1.00x with "
             "`train.overlap_collect` (2 runs) (target: at least 0.9x)") in text
+
+
+def test_the_readme_phrase_takes_the_most_updates_per_tick_and_the_gpu_first(tmp_path: Path) -> None:
+    from benchmarks.pages import loop_phrase
+
+    assert loop_phrase(tmp_path) == ""  # no records: nothing said
+    run = {"summary": True, "serial_ratio": 0.7, "overlap_ratio": 0.95}
+    cpu = [run | {"train_ratio": 512.0}, run | {"train_ratio": 512.0, "overlap_ratio": 1.05},
+           run | {"train_ratio": 64.0, "overlap_ratio": 0.5}, {"summary": False, "train_ratio": 4096.0}]
+    (tmp_path / "collect_overhead_cpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in cpu))
+    (tmp_path / "collect_overhead_gpu.jsonl").write_text(json.dumps(run | {"train_ratio": 512.0}) + "\n")
+    assert loop_phrase(tmp_path) == (
+        "; a learning run keeps 0.95x with `train.overlap_collect` on one GPU at train ratio 512 (0.70x serially)"
+        " and 0.95-1.05x with `train.overlap_collect` on 2 CPU cores at train ratio 512 (0.70x serially) of its "
+        "train step's updates/s (target: at least 0.9x)")
