@@ -83,6 +83,8 @@ def check(name: str, x: Any) -> str | None:
         if x.get("benchmark") != "official_speed":
             return f"benchmark {x.get('benchmark')!r} is not official_speed"
         fields = OFFICIAL_SPEED | ({} if x.get("order") == "ours only" else OFFICIAL_SIDE)
+        if not isinstance(x.get("official_deterministic", True), bool):  # the page reads it as a flag
+            return f"'official_deterministic' is {type(x['official_deterministic']).__name__}, not true/false"
         return _problem(x, fields) or _problem(x["ours_loops"], LOOPS)
     if name == "wm_seeds.jsonl":
         if x.get("benchmark") != "wm_throughput":

@@ -8,18 +8,21 @@
 # wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
 # size12m and size1m at float32 (this project's GPU default, `auto` scans), a learning run's updates/s
-# against its train step (benchmarks/collect_overhead.py --loop), both sizes at bfloat16, 5 seeds in one
-# step against one (wm_throughput.py --seeds), and, with time left, this project's side with the rolled
-# scans and each half of `auto`, fully unrolled, the step's parts timed apart (benchmarks/step_breakdown.py),
-# and 5 seeds with `auto`'s unrolling but no remat. When the official DreamerV3 source
-# (.official/dreamer-3.3.1, fetched by benchmarks/official/setup.sh) and its requirements (wheels in
-# .whl/official/, see benchmarks/gpu_prepare.sh) were carried, the official side runs in the same process
-# pairs (ratios in one run); else this project's side runs alone and the records say "order": "ours only". After the lease: python -m benchmarks.gpu_records.
+# against its train step (benchmarks/collect_overhead.py --loop), both sizes at bfloat16, size12m against
+# the official with its deterministic GPU ops off, 5 seeds in one step against one (wm_throughput.py
+# --seeds), and, with time left, this project's side with the rolled scans and each half of `auto`, fully
+# unrolled, the step's parts timed apart (benchmarks/step_breakdown.py), and 5 seeds with `auto`'s
+# unrolling but no remat. When the official DreamerV3 source (.official/dreamer-3.3.1, fetched by
+# benchmarks/official/setup.sh) and its requirements (wheels in .whl/official/, see
+# benchmarks/gpu_prepare.sh) were carried, the official side runs in the same process pairs (ratios in one
+# run); else this project's side runs alone and the records say "order": "ours only". After the lease:
+# python -m benchmarks.gpu_records.
 #
 # Output: JSON lines in $OUT/gpu_session.jsonl (the device tool's $OUT; else runs/gpu_session/), one per
 # (size, dtype, setting), plus env.json and the log. Budget: SESSION_SECONDS (default 300) wall seconds;
 # a step that would not fit is skipped and says so. SKIP names stages to leave out (a second call:
-# SKIP="f32 loop"): f32 loop bf16 seeds variants unroll64 breakdown seeds_unroll.
+# SKIP="f32 loop"): f32 loop bf16 nondet seeds variants unroll64 breakdown seeds_unroll. BF16_SIZES names
+# the sizes of the bf16 stage (default: both).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DRY=0
@@ -97,14 +100,16 @@ run() {  # run LABEL EXPECTED_S ARGS...
   timeout "$(left)" "$PY" benchmarks/official/speed.py --platform "$PLATFORM" "${SHAPE[@]}" --out "$JSONL" "$@" \
     >>"$LOG" 2>&1 || say "$label failed or timed out (exit $?; see log)"
 }
-pairs() {  # both sizes at one dtype (the official side builds its replay and compiles: a pair takes longer)
-  for size in "${SIZES[@]}"; do
+pairs() {  # pairs DTYPE SIZE...: one dtype (the official side builds its replay and compiles: a pair takes longer)
+  local dtype=$1; shift
+  for size in "$@"; do
+    if [ -z "${EXPECT[$size]:-}" ]; then say "skip $size $dtype: not one of ${SIZES[*]}"; continue; fi
     if [ ${#OFFICIAL[@]} -gt 1 ]; then expect=${PAIR[$size]}; else expect=${EXPECT[$size]}; fi
-    run "$size $1" "$expect" --size "$size" --dtype "$1" "${OFFICIAL[@]}"
+    run "$size $dtype" "$expect" --size "$size" --dtype "$dtype" "${OFFICIAL[@]}"
   done
 }
 want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 loop" for a second call
-want f32 && pairs float32
+want f32 && pairs float32 "${SIZES[@]}"
 # a learning run's updates/s against its own train step, with and without train.overlap_collect (docs/speed.md,
 # "Acting while training"; needs Meta-World on the machine), with the time left
 LOOP=(--config quickstart --set model.size=size1m --set train.train_ratio=512 --updates 40); LOOP_S=180
@@ -115,7 +120,16 @@ elif [ "$(left)" -lt $LOOP_S ]; then say "skip the learning loop: $(left) s left
 else say "run the learning loop"; timeout "$(left)" "$PY" benchmarks/collect_overhead.py --loop "${LOOP[@]}" \
   --out "$OUTDIR/collect_overhead_loop.jsonl" >>"$LOG" 2>&1 || say "learning loop failed or timed out (exit $?; see log)"
 fi
-want bf16 && pairs bfloat16  # the official's default dtype, both sides
+# the official's default dtype, both sides; BF16_SIZES="size1m" times only the sizes a lease still lacks
+read -r -a BF16 <<< "${BF16_SIZES:-${SIZES[*]}}"
+want bf16 && pairs bfloat16 "${BF16[@]}"
+# the official at its fastest, the stronger control: size12m float32 with its deterministic GPU ops off (its
+# default is on; `official_deterministic` in the record), against this project's `auto`; only with the official
+if ! want nondet; then :
+elif [ ${#OFFICIAL[@]} -le 1 ]; then say "skip nondet: no official side here"
+else run "${SIZES[0]} float32, the official's deterministic ops off" "${PAIR[${SIZES[0]}]}" --size "${SIZES[0]}" \
+  --dtype float32 "${OFFICIAL[@]}" --official-nondeterministic
+fi
 # N seeds in one vmapped step against one seed (muse-wm pretrain --seeds; target: 5 seeds <= 1.5x one
 # seed's time per update), this project's side alone
 SEEDS_ARGS=(--size size1m --seeds 5 --steps 10); SEEDS_S=170

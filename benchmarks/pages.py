@@ -430,7 +430,14 @@ def auto_rows(rows: list[dict[str, Any]], dtype: str = "float32") -> dict[str, d
     from muse_jax.config.loops import loops_for
 
     auto = dataclasses.asdict(loops_for(Config(), "gpu"))
-    return {x["size"]: x for x in rows if x.get("ours_loops") == auto and x["dtype"] == dtype}
+    return {x["size"]: x for x in rows if x.get("ours_loops") == auto and x["dtype"] == dtype
+            and deterministic(x)}
+
+
+def deterministic(x: dict[str, Any]) -> bool:
+    """Whether a pair's official ran with its own default of deterministic GPU ops (records before the
+    setting existed did)."""
+    return x.get("official_deterministic", True)
 
 
 def gpu_sessions(docs: Path) -> dict[str, list[dict[str, Any]]]:
@@ -444,16 +451,29 @@ def gpu_sessions(docs: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def official_of(rows: list[dict[str, Any]], size: str, dtype: str) -> dict[str, Any] | None:
-    """The session's paired run at `size` and `dtype`: its official step is what the session's ours-only rows
-    at that size and dtype compare to (never a step of the other dtype)."""
+    """The session's paired run at `size` and `dtype` with the official at its defaults: its official step is
+    what the session's ours-only rows at that size and dtype compare to (never a step of the other dtype, nor
+    one with the official's deterministic ops off)."""
     return next((x for x in rows if x["size"] == size and x["dtype"] == dtype
-                 and x.get("official_train_step_median_s")), None)
+                 and x.get("official_train_step_median_s") and deterministic(x)), None)
+
+
+def official_for(rows: list[dict[str, Any]], x: dict[str, Any]) -> dict[str, Any] | None:
+    """The row whose official step row `x` is compared to: its own when it is a pair, else its session's pair
+    at the same size and dtype."""
+    return x if x.get("official_train_step_median_s") else official_of(rows, x["size"], x["dtype"])
 
 
 def ratio_to_official(rows: list[dict[str, Any]], x: dict[str, Any]) -> float | None:
-    """The official's step over row `x`'s, the official's from its session's pair at the same size and dtype."""
-    o = official_of(rows, x["size"], x["dtype"])
+    """The official's step over row `x`'s (`official_for`)."""
+    o = official_for(rows, x)
     return o["official_train_step_median_s"] / x["ours_train_step_median_s"] if o else None
+
+
+def nondeterministic_ratios(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    """A lease's pairs in which the official ran with deterministic GPU ops off, with their ratios."""
+    return [(x, x["speed_ratio_official_over_ours"]) for x in rows
+            if x.get("speed_ratio_official_over_ours") and not deterministic(x)]
 
 
 def auto_ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -478,7 +498,9 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
         cpu = [x["cpu_ratio_official_over_ours"] for x in pairs]
         shows = ("In the same run, alternating, the official's step takes "
                  + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']}, {x['dtype']}, "
-                                f"{loops_words(x['ours_loops'])})" for x in pairs)
+                                f"{loops_words(x['ours_loops'])}"
+                                + ("" if deterministic(x) else ", the official's deterministic ops off") + ")"
+                                for x in pairs)
                  + f" this project's wall time, and {min(cpu):.1f}-{max(cpu):.1f}x its host CPU time per step."
                  if pairs else "This project's side alone (the official did not run in this lease): no ratios.")
         ratios = auto_ratios(rows)
@@ -493,6 +515,10 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
                       + (f" and not at {' and '.join(missed)}." if missed else "."))
         elif not ours_only:
             shows += " Both are bound by the chain of small kernels; the 2x target is not met."
+        if nondet := nondeterministic_ratios(rows):
+            shows += (" With the official's deterministic GPU ops off (its default is on; the stronger control): "
+                      + " and ".join(f"**{r:.2f}x** ({x['size']}, {x['dtype']}, {loops_words(x['ours_loops'])})"
+                                     for x, r in nondet) + ".")
         dtypes = sorted({x["dtype"] for x in rows}, key=lambda d: d != "float32")
         out += [f"### {name}" + (f" (code {g['code']})" if g.get("code") else ""), "",
                 about(command="bash benchmarks/gpu_prepare.sh   # here, with the package registry\n"
@@ -510,11 +536,12 @@ def gpu_vs_official_section(docs: Path) -> list[str]:
                       [[x["size"], x["dtype"], loops_words(x["ours_loops"]),
                         f"{x['ours_train_step_median_s'] * 1000:.1f} ms"]
                        + ([f"{o['official_train_step_median_s'] * 1000:.1f} ms"
-                           + ("" if o is x else " (the pair's)"),
+                           + ("" if o is x else " (the pair's)")
+                           + ("" if deterministic(o) else " (deterministic ops off)"),
                            f"**{ratio_to_official(rows, x):.2f}x**",
                            f"{x['ours_train_step_cpu_s'] * 1000:.1f} / {o['official_train_step_cpu_s'] * 1000:.1f} ms",
                            f"{x['ours_ready_s']:.0f} s / {o['official_ready_s']:.0f} s"]
-                          if (o := official_of(rows, x["size"], x["dtype"]))
+                          if (o := official_for(rows, x))
                           else ["-", "-", "-", f"{x['ours_ready_s']:.0f} s / -"])
                        for x in sorted(rows, key=lambda x: (x["dtype"] != "float32", x["size"] != "size12m"))]),
                 ""]
@@ -1137,6 +1164,9 @@ def readme_results(docs: Path) -> str:
         text += (f"; on one {rows[0]['device']}, same call, {'with its GPU default scans, ' if auto else ''}"
                  + "; ".join(f"{d + ' on both sides: ' if d else ''}"
                              + " and ".join(f"{v:.2f}x ({k})" for k, v in r.items()) for d, r in ratios.items()))
+        if nondet := nondeterministic_ratios(rows):
+            text += ("; with the official's deterministic GPU ops off: "
+                     + " and ".join(f"{r:.2f}x ({x['size']}, {x['dtype']})" for x, r in nondet))
     text += loop_phrase(docs) + ".\n"
     t1 = docs / "table1" / "small.jsonl"
     if t1.exists():

@@ -11,6 +11,11 @@ Startup is reported like this project's side: `agent_s` is make_agent (which bui
 official's programs), `ready_s` make_agent + init_train + the first train call, replay filling excluded.
 Under jax >= 0.5 `jax.jit` takes its options as keywords only and 3.3.1 passes them positionally;
 `_keyword_jit` turns them into keywords (nothing else changes).
+
+`--deterministic false` builds the agent with deterministic GPU ops off. The official's own default is on
+(`embodied/jax/internal.py` `setup(deterministic=True)`: `--xla_gpu_deterministic_ops=true` and
+`TF_CUDNN_DETERMINISTIC=1`), and configs.yaml has no key for it, so `_deterministic_ops` passes the
+setting to that function; the official at its fastest is the stronger control for a speed ratio.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 import tempfile
 import time
@@ -42,6 +48,26 @@ def _keyword_jit(jax) -> None:
     jax.jit = shim
 
 
+DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops=true"
+"""What the official's `internal.setup` adds to XLA_FLAGS when deterministic: the worker reports whether the
+agent it built set it (what the official did, not what was asked)."""
+
+
+def _deterministic_ops(internal, on: bool) -> None:
+    """Make the official's `internal.setup` (called by its Agent on construction) use `deterministic=on`
+    whatever its caller passes; the default (on) leaves the official untouched."""
+    if on:
+        return
+    setup = internal.setup
+
+    @functools.wraps(setup)
+    def with_setting(*args, **kwargs):
+        kwargs["deterministic"] = False
+        return setup(*args, **kwargs)
+
+    internal.setup = with_setting
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--src", required=True)
@@ -52,6 +78,8 @@ def main() -> None:
     p.add_argument("--act-dim", type=int, default=6)
     p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--deterministic", choices=("true", "false"), default="true",
+                   help="the official's deterministic GPU ops (its default: true)")
     args = p.parse_args()
     sys.path.insert(0, args.src)
     import elements
@@ -63,6 +91,9 @@ def main() -> None:
         _keyword_jit(jax)
     import ruamel.yaml as yaml
     from dreamerv3 import main as dmain
+    from embodied.jax import internal
+
+    _deterministic_ops(internal, args.deterministic == "true")
 
     class Synthetic(embodied.Env):
         """Random vector observations, 500-step episodes, never terminal."""
@@ -119,9 +150,10 @@ def main() -> None:
     compile_s = time.perf_counter() - t0
     step(next(stream))
     n_params = int(sum(np.prod(v.shape) for v in agent.params.values()))
+    built_deterministic = DETERMINISTIC_FLAG in os.environ.get("XLA_FLAGS", "")
     print(json.dumps({"ready": True, "compile_s": compile_s, "agent_s": agent_s, "init_s": init_s,
                       "ready_s": agent_s + init_s + compile_s, "params": n_params, "jax": jax.__version__,
-                      "device": jax.devices()[0].device_kind}), flush=True)
+                      "device": jax.devices()[0].device_kind, "deterministic": built_deterministic}), flush=True)
     for line in sys.stdin:
         if line.strip() == "quit":
             break

@@ -51,11 +51,13 @@ class OfficialWorker:
     """The official train step in its own venv, timed on request ("N" -> N step times)."""
 
     def __init__(self, size: str, batch: int, seq: int, obs_dim: int, act_dim: int, platform: str = "cpu",
-                 dtype: str = "float32", python: str | None = None, src: str | None = None) -> None:
+                 dtype: str = "float32", python: str | None = None, src: str | None = None,
+                 deterministic: bool = True) -> None:
         default_python, default_src = official_paths()
         cmd = [str(python or default_python), str(Path(__file__).resolve().parent / "official_speed_worker.py"),
                "--src", str(src or default_src), "--size", size, "--batch", str(batch), "--seq", str(seq),
-               "--obs-dim", str(obs_dim), "--act-dim", str(act_dim), "--platform", platform, "--dtype", dtype]
+               "--obs-dim", str(obs_dim), "--act-dim", str(act_dim), "--platform", platform, "--dtype", dtype,
+               "--deterministic", "true" if deterministic else "false"]
         # Why not JAX_PLATFORMS=cpu always: on a GPU machine that timed the official on the host CPU.
         env = {**os.environ, "JAX_PLATFORMS": "cpu" if platform == "cpu" else "",
                "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
@@ -143,7 +145,7 @@ def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
     """Both sides at `size` (or this project's alone with --ours-only), timed in alternating rounds."""
     official = None if args.ours_only else OfficialWorker(
         size, args.batch, args.seq, args.obs_dim, args.act_dim, args.platform, args.dtype, args.official_python,
-        args.official_src)
+        args.official_src, deterministic=not args.official_nondeterministic)
     try:
         ours = ProjectSide(size, args.batch, args.seq, args.obs_dim, args.act_dim, args.dtype, args.set)
         sides: dict[str, Any] = {"ours": ours, **({"official": official} if official else {})}
@@ -181,6 +183,7 @@ def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
             "official_agent_s": info.get("agent_s"), "official_ready_s": info.get("ready_s"),
             "official_params": info["params"], "official_jax": info["jax"], "official_version": "dreamer==3.3.1",
             "official_device": info.get("device"),
+            "official_deterministic": info.get("deterministic", True),
         })
     return rec
 
@@ -204,6 +207,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--official-python", help="python that runs the official worker (default: .official/venv)")
     p.add_argument("--official-src", help="unpacked official source (default: .official/dreamer-3.3.1)")
     p.add_argument("--ours-only", action="store_true", help="time this project's side alone (no official code)")
+    p.add_argument("--official-nondeterministic", action="store_true",
+                   help="build the official with deterministic GPU ops off (its default is on; no effect on CPU)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="config override for this project's side, e.g. --set model.observe_unroll=4")
     p.add_argument("--out", help="also append every record (per size, then the summary) to this JSONL file")

@@ -36,7 +36,8 @@ def lease(tmp_path: Path) -> tuple[Path, Path, Path]:
     wrong = json.dumps(PAIR | {"ours_train_step_median_s": "fast"})
     dry = json.dumps(PAIR | {"platform": "cpu"})  # gpu_session.sh --dry-run's output
     nan = json.dumps(PAIR | {"ours_ready_s": float("nan")})
-    (first / "gpu_session.jsonl").write_text("\n".join([json.dumps(PAIR), wrong, cut, dry, nan]))
+    flag = json.dumps(PAIR | {"official_deterministic": "no"})  # a string the page would read as true
+    (first / "gpu_session.jsonl").write_text("\n".join([json.dumps(PAIR), wrong, cut, dry, nan, flag]))
     (second / "wm_seeds.jsonl").write_text(json.dumps(SEEDS) + "\n[1, 2]\n")
     per_loop = json.dumps(LOOP | {"summary": None})  # a per-loop line, not the summary the page reads
     (second / "collect_overhead_loop.jsonl").write_text(json.dumps(LOOP) + "\n" + per_loop + "\n")
@@ -53,6 +54,7 @@ def test_a_lease_is_appended_tagged_and_only_whole_records_count(tmp_path: Path,
     assert "gpu_session.jsonl:3: not JSON" in err and "wm_seeds.jsonl:2: not a JSON object" in err
     assert "gpu_session.jsonl:4: measured on 'cpu', not a GPU" in err
     assert "gpu_session.jsonl:5: 'ours_ready_s' is nan" in err
+    assert "gpu_session.jsonl:6: 'official_deterministic' is str, not true/false" in err
     assert "collect_overhead_loop.jsonl:2: not a collect_overhead_loop summary" in err
     speed = [json.loads(x) for x in (docs / "official_speed_gpu.jsonl").read_text().splitlines()]
     assert [x["session"] for x in speed] == ["lease 1", "lease 2"]

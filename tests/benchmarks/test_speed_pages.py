@@ -118,3 +118,18 @@ def test_the_readme_phrase_takes_the_most_updates_per_tick_and_the_gpu_first(tmp
         "; a learning run keeps 0.95x with `train.overlap_collect` on one GPU at train ratio 512 (0.70x serially)"
         " and 0.95-1.05x with `train.overlap_collect` on 2 CPU cores at train ratio 512 (0.70x serially) of its "
         "train step's updates/s (target: at least 0.9x)")
+
+
+def test_a_pair_with_the_officials_deterministic_ops_off_is_named_and_never_the_headline(tmp_path: Path) -> None:
+    r = rows()
+    fast = record("size12m", "float32", 18.0, 27.0, AUTO) | {"official_deterministic": False}
+    r.append(fast)
+    assert official_of(r, "size12m", "float32") is r[0]  # ours-only rows compare with the official's defaults
+    assert ratio_to_official(r, r[2]) == pytest.approx(32 / 24)
+    assert ratio_to_official(r, fast) == pytest.approx(27 / 18)  # a pair compares with its own official
+    assert auto_ratios(r)["float32"] == {"size12m": pytest.approx(32 / 18)}  # the headline: the official's defaults
+    (tmp_path / "official_speed_gpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r))
+    text = "\n".join(gpu_vs_official_section(tmp_path))
+    assert "| 18.0 ms | 27.0 ms (deterministic ops off) | **1.50x** |" in text
+    assert "With the official's deterministic GPU ops off (its default is on; the stronger control): **1.50x**" in text
+    assert "1.50x (size12m, float32, unroll 8/15, remat dots, the official's deterministic ops off)" in text

@@ -159,3 +159,26 @@ def test_official_worker_passes_positional_jit_options_as_keywords():
     assert calls[-1] == (fn, {"in_shardings": None, "out_shardings": None, "static_argnums": (1,)})
     assert fake.jit(static_argnums=0)(fn) is fn  # the decorator form
     assert calls[-1] == (fn, {"static_argnums": 0})
+
+
+def test_official_worker_turns_the_officials_deterministic_ops_off_only_when_asked():
+    """configs.yaml has no key for it: the setting reaches the official's `internal.setup` through a wrapper."""
+    import types
+
+    sys.path.insert(0, str(BENCH / "official"))
+    try:
+        import official_speed_worker as worker
+    finally:
+        sys.path.pop(0)
+    seen = []
+
+    def setup(platform=None, deterministic=True, **kw):  # the official's signature, in short
+        seen.append(deterministic)
+
+    internal = types.SimpleNamespace(setup=setup)
+    worker._deterministic_ops(internal, True)
+    assert internal.setup is setup  # the default leaves the official untouched
+    worker._deterministic_ops(internal, False)
+    internal.setup(platform="cuda")
+    internal.setup(platform="cuda", deterministic=True)  # whatever the caller passes
+    assert seen == [False, False]
