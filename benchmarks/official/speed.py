@@ -43,7 +43,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from benchmarks.official.run import official_available, official_paths  # noqa: E402
-from benchmarks.report import emit_record  # noqa: E402
+from benchmarks.report import emit_record, git_commit  # noqa: E402
 from muse_common.files import append_jsonl  # noqa: E402
 
 
@@ -172,6 +172,7 @@ def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         "ours_ready_s": ours.ready_s, "ours_params": ours.params, "ours_jax": ours.jax_version,
         "ours_loops": ours.loops,
         "loadavg_1m_min": min(loads), "loadavg_1m_max": max(loads), "cpu_cores": os.cpu_count(),
+        "code": git_commit(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
     }
     if official:
         info = official.info
