@@ -581,6 +581,7 @@ appended by `--out`."""
 
 
 def loop_command(x: dict[str, Any]) -> str:
+    """The command that wrote loop summary `x` (its config and `--set`s, as it recorded them)."""
     return " ".join(["python benchmarks/collect_overhead.py --loop --config", x["config"]]
                     + [f"--set {kv}" for kv in x.get("sets", [])] + [f"--updates {x['updates']}"])
 
@@ -596,7 +597,7 @@ def loop_section(docs: Path, where: str) -> list[str]:
     r = runs[-1]
     verdict = {True: "**met**", False: "not met"}
     on_gpu = where == "gpu"
-    machine = r["device"] if on_gpu else f"{r['cpu_cores']}-core CPU, shared with other jobs"
+    machine = r["device"] if on_gpu else f"{r['cpu_cores']}-core CPU (each run's load average in the table)"
 
     def label(x: dict[str, Any]) -> str:
         return x.get("session", "") if on_gpu else x.get("date", "")
@@ -642,10 +643,11 @@ def loop_phrase(docs: Path) -> str:
     """The README's words on the learning loop: per machine with records (the GPU's first), the train ratio
     with the most updates per tick, its range over runs overlapped and serially, against the target."""
     out = []
-    for where, words in (("gpu", "one GPU"), ("cpu", "2 CPU cores")):
+    for where in ("gpu", "cpu"):
         path = docs / LOOP_RECORDS[where]
         runs = [x for x in read_lines(path) if x.get("summary")] if path.exists() else []
         if runs:
+            words = "one GPU" if where == "gpu" else f"{runs[-1]['cpu_cores']} CPU cores"
             top = max(x["train_ratio"] for x in runs)
             xs = [x for x in runs if x["train_ratio"] == top]
             out.append(f"{ratio_span(xs, 'overlap')} with `train.overlap_collect` on {words} at train ratio "
@@ -702,7 +704,7 @@ def speed(docs: Path) -> str:
                   data="`docs/official_speed_cpu.jsonl`"),
             table(["size", "params (this / official)", "this project (median)", "official (median)", "ratio",
                    "CPU s per step (this / official)", "compile (this / official)", "jax (this / official)"]
-                  + (["rounds x steps", "load"] if several else []),
+                  + (["rounds x steps", "load", "run (code)"] if several else []),
                   [[x["size"], f"{x['ours_params'] / 1e6:.2f}M / {x['official_params'] / 1e6:.2f}M",
                     f"{x['ours_train_step_median_s']:.2f} s", f"{x['official_train_step_median_s']:.2f} s",
                     f"**{x['speed_ratio_official_over_ours']:.2f}x**",
@@ -710,7 +712,9 @@ def speed(docs: Path) -> str:
                     f"{x['ours_compile_s']:.0f} s / {x['official_compile_s']:.0f} s",
                     f"{x['ours_jax']} / {x['official_jax']}"]
                    + ([f"{x['rounds']} x {x['steps_per_round']}",
-                       f"{x['loadavg_1m_min']:g}-{x['loadavg_1m_max']:g}"] if several else []) for x in cpu])]
+                       f"{x['loadavg_1m_min']:g}-{x['loadavg_1m_max']:g}",
+                       f"{x['date']} ({x.get('code', '-')})" if x.get("date") else "-"] if several else [])
+                   for x in cpu])]
     out += gpu_vs_official_section(docs) + loop_section(docs, "cpu")
     return "\n".join(out)
 

@@ -109,7 +109,7 @@ def test_the_readme_phrase_takes_the_most_updates_per_tick_and_the_gpu_first(tmp
     from benchmarks.pages import loop_phrase
 
     assert loop_phrase(tmp_path) == ""  # no records: nothing said
-    run = {"summary": True, "serial_ratio": 0.7, "overlap_ratio": 0.95}
+    run = {"summary": True, "serial_ratio": 0.7, "overlap_ratio": 0.95, "cpu_cores": 2}
     cpu = [run | {"train_ratio": 512.0}, run | {"train_ratio": 512.0, "overlap_ratio": 1.05},
            run | {"train_ratio": 64.0, "overlap_ratio": 0.5}, {"summary": False, "train_ratio": 4096.0}]
     (tmp_path / "collect_overhead_cpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in cpu))
