@@ -687,25 +687,31 @@ def speed(docs: Path) -> str:
                     f"{x['policy_steps_per_s']:,.0f}", f"{x['regulation_decisions_per_s']:,.0f}"] for x in gpu])]
     c = cpu[0]
     loads = [v for x in cpu for v in (x["loadavg_1m_min"], x["loadavg_1m_max"])]
-    latest = {x["size"]: x for x in cpu}  # a later run of a size is the current figure; every run is a row
-    several = len(latest) < len(cpu)
+    # a later run of a size and dtype is the current figure; every run is a row
+    latest = {d: {x["size"]: x for x in cpu if x.get("dtype", "float32") == d} for d in ("float32", "bfloat16")}
+    several = sum(map(len, latest.values())) < len(cpu)
     out += ["## Against the official DreamerV3, same run (`benchmarks/official/speed.py`)", "",
-            about(command="python benchmarks/official/speed.py --size " + " ".join(latest),
+            about(command="\n".join(f"python benchmarks/official/speed.py --size {' '.join(rows)}"
+                                    + ("" if d == "float32" else f" --dtype {d}")
+                                    for d, rows in latest.items() if rows),
                   machine=f"{c['cpu_cores']}-core CPU, load average {min(loads):g}-{max(loads):g} (other jobs running)",
                   budget=(f"{c['rounds']} rounds x {c['steps_per_round']} steps, {c['order']}" if not several else
                           f"per row (rounds x steps per side), {c['order']}"),
                   seeds="one (a timing)",
                   shows=("In the same run, alternating, the official's step takes "
-                         + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']})"
-                                        for x in latest.values())
+                         + "; ".join(("" if d == "float32" else f"at {d} on both sides, ")
+                                     + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']})"
+                                                    for x in rows.values())
+                                     for d, rows in latest.items() if rows)
                          + " this project's wall time"
-                         + (" (the latest run of each size; the earlier runs, each at its own load, are the "
-                            "rows above it)." if several else ".")),
+                         + (" (the latest run of each size and dtype; the earlier runs, each at its own load, "
+                            "are rows too)." if several else ".")),
                   data="`docs/official_speed_cpu.jsonl`"),
-            table(["size", "params (this / official)", "this project (median)", "official (median)", "ratio",
+            table(["size", "dtype", "params (this / official)", "this project (median)", "official (median)", "ratio",
                    "CPU s per step (this / official)", "compile (this / official)", "jax (this / official)"]
                   + (["rounds x steps", "load", "run (code)"] if several else []),
-                  [[x["size"], f"{x['ours_params'] / 1e6:.2f}M / {x['official_params'] / 1e6:.2f}M",
+                  [[x["size"], x.get("dtype", "float32"),
+                    f"{x['ours_params'] / 1e6:.2f}M / {x['official_params'] / 1e6:.2f}M",
                     f"{x['ours_train_step_median_s']:.2f} s", f"{x['official_train_step_median_s']:.2f} s",
                     f"**{x['speed_ratio_official_over_ours']:.2f}x**",
                     f"{x['ours_train_step_cpu_s']:.2f} / {x['official_train_step_cpu_s']:.2f}",
@@ -1138,8 +1144,9 @@ def readme_results(docs: Path) -> str:
                          fmt(j["random_bar"], d), "**met**" if j["target_met"] else "not met"])
     gpu = {x["size"]: x for x in read_lines(docs / "wm_throughput_h100.jsonl")
            if x.get("benchmark") == "wm_throughput"}
-    cpu = {x["size"]: x for x in read_lines(docs / "official_speed_cpu.jsonl")
-           if x.get("benchmark") == "official_speed"}
+    cpu_runs = [x for x in read_lines(docs / "official_speed_cpu.jsonl") if x.get("benchmark") == "official_speed"]
+    cpu = {x["size"]: x for x in cpu_runs if x.get("dtype", "float32") == "float32"}
+    cpu_bf16 = {x["size"]: x for x in cpu_runs if x.get("dtype") == "bfloat16"}
     text = ("Does the world model learn, side by side with the official DreamerV3 3.3.1 at the same budget "
             "(size1m, train ratio 512, 4 envs, 2 CPU cores; [per-window tables and plots]"
             "(docs/experiments/curves-tr512.md))? Target: this project's mean at least the official's mean minus "
@@ -1159,7 +1166,10 @@ def readme_results(docs: Path) -> str:
     if cpu:
         text += ("; on 2 CPU cores, in the same run, the official's step takes "
                  + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({k})" for k, x in cpu.items())
-                 + " this project's")
+                 + " this project's"
+                 + (" (bfloat16 on both sides: "
+                    + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({k})" for k, x in cpu_bf16.items())
+                    + ")" if cpu_bf16 else ""))
     if rows:  # this project's GPU default (`auto` scans) against that lease's official step, dtype by dtype
         ratios = auto_ratios(rows)
         if not ratios:

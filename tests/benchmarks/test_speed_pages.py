@@ -133,3 +133,25 @@ def test_a_pair_with_the_officials_deterministic_ops_off_is_named_and_never_the_
     assert "| 18.0 ms | 27.0 ms (deterministic ops off) | **1.50x** |" in text
     assert "With the official's deterministic GPU ops off (its default is on; the stronger control): **1.50x**" in text
     assert "1.50x (size12m, float32, unroll 8/15, remat dots, the official's deterministic ops off)" in text
+
+
+def test_a_bfloat16_cpu_run_is_its_own_row_and_never_the_float32_headline(tmp_path: Path) -> None:
+    from benchmarks.pages import readme_results, speed
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    before = readme_results(docs)
+    shutil.copytree(docs, tmp_path / "docs")
+    path = tmp_path / "docs" / "official_speed_cpu.jsonl"
+    runs = [json.loads(x) for x in path.read_text().splitlines() if '"official_speed"' in x]
+    last = [x for x in runs if x.get("dtype", "float32") == "float32"][-1]
+    bf16 = last | {"dtype": "bfloat16", "speed_ratio_official_over_ours": 3.21}
+    with path.open("a") as f:
+        f.write(json.dumps(bf16) + "\n")
+    page = speed(tmp_path / "docs")
+    assert "at bfloat16 on both sides, " in page and f"3.21x ({last['size']})" in page
+    assert f"--size {last['size']}" in page and "--dtype bfloat16" in page
+    assert f"| {last['size']} | bfloat16 |" in page
+    after = readme_results(tmp_path / "docs")
+    float32_part = f"{last['speed_ratio_official_over_ours']:.2f}x ({last['size']})"
+    assert float32_part in before.split("(bfloat16")[0] and float32_part in after.split("(bfloat16")[0]
+    assert f"3.21x ({last['size']})" in after and f"3.21x ({last['size']})" not in after.split("(bfloat16")[0]
