@@ -175,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ConfigError, ValueError, OSError) as e:  # FileNotFoundError and a results.json that is not JSON too
             _say(f"muse-wm: error: {_one_line(e)}")
             return 2
+    from muse_common.interrupts import recording_interrupts
     from muse_jax import orbax_quiet
     from muse_jax.parallel import cli_cache_dir, enable_compilation_cache
 
@@ -190,7 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     orbax_quiet.HOLD_STDERR_AFTER_FAILED_SAVE = True  # a failed save is reported as one line (orbax_quiet.py)
     started = [False]  # set once the run folder is locked: an OSError after it stopped a run, before it a usage error
     try:
-        return _pretrain_command(args, started) if args.cmd == "pretrain" else _adapt_command(args, started)
+        with recording_interrupts():  # a Ctrl-C that Python swallows still stops the run (interrupts.py)
+            return _pretrain_command(args, started) if args.cmd == "pretrain" else _adapt_command(args, started)
     except (Exception, KeyboardInterrupt) as e:
         code = _report(e, started[0], _resume_point(args))
         if code is None:

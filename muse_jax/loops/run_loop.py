@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from muse_common.interrupts import raise_if_lost
 from muse_jax.loops.collect import Collector, Episode
 
 __all__ = ["Every", "RunLoop", "Tick"]
@@ -93,7 +94,9 @@ class RunLoop:
         return True
 
     def collect(self) -> Tick:
-        """Step every env once and advance the counter: the tick the callbacks are then given."""
+        """Step every env once and advance the counter: the tick the callbacks are then given. First, a
+        Ctrl-C that Python swallowed since the last tick (muse_common/interrupts.py) stops the run here."""
+        raise_if_lost()
         n_faults = len(self.collector.faults)
         if self.overlap and self.collector.prefetched:
             episodes = self.collector.step()
