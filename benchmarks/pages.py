@@ -580,6 +580,12 @@ LOOP_RECORDS = {"gpu": "collect_overhead_gpu.jsonl", "cpu": "collect_overhead_cp
 appended by `--out`."""
 
 
+def loop_runs(docs: Path, where: str) -> list[dict[str, Any]]:
+    """The loop summaries recorded for `where` ("gpu" or "cpu"), in the order they were run."""
+    path = docs / LOOP_RECORDS[where]
+    return [x for x in read_lines(path) if x.get("summary")] if path.exists() else []
+
+
 def loop_command(x: dict[str, Any]) -> str:
     """The command that wrote loop summary `x` (its config and `--set`s, as it recorded them)."""
     return " ".join(["python benchmarks/collect_overhead.py --loop --config", x["config"]]
@@ -590,8 +596,7 @@ def loop_section(docs: Path, where: str) -> list[str]:
     """A learning run's updates/s against its own train step, serial and overlapped, one row per loop; on the
     GPU a row names its lease, on the CPU its date and the load average before and after it (the CPU is shared
     with other jobs, and the load moves the loop and its bench alike)."""
-    path = docs / LOOP_RECORDS[where]
-    runs = [x for x in read_lines(path) if x.get("summary")] if path.exists() else []
+    runs = loop_runs(docs, where)
     if not runs:
         return []
     r = runs[-1]
@@ -644,8 +649,7 @@ def loop_phrase(docs: Path) -> str:
     with the most updates per tick, its range over runs overlapped and serially, against the target."""
     out = []
     for where in ("gpu", "cpu"):
-        path = docs / LOOP_RECORDS[where]
-        runs = [x for x in read_lines(path) if x.get("summary")] if path.exists() else []
+        runs = loop_runs(docs, where)
         if runs:
             words = "one GPU" if where == "gpu" else f"{runs[-1]['cpu_cores']} CPU cores"
             top = max(x["train_ratio"] for x in runs)

@@ -141,15 +141,21 @@ def test_official_speed_ours_only_records_startup_and_step_times():
     assert summary["ratios_official_over_ours"] == {"nano": None}
 
 
+def _official_worker_module():
+    """benchmarks/official/official_speed_worker.py, which runs as a script in the official's venv."""
+    sys.path.insert(0, str(BENCH / "official"))
+    try:
+        import official_speed_worker
+    finally:
+        sys.path.pop(0)
+    return official_speed_worker
+
+
 def test_official_worker_passes_positional_jit_options_as_keywords():
     """jax >= 0.5 takes jax.jit's options as keywords only; dreamer 3.3.1 passes them positionally."""
     import types
 
-    sys.path.insert(0, str(BENCH / "official"))
-    try:
-        import official_speed_worker as worker
-    finally:
-        sys.path.pop(0)
+    worker = _official_worker_module()
     calls = []
     fake = types.SimpleNamespace(jit=lambda fun, **kw: calls.append((fun, kw)) or fun)
     worker._keyword_jit(fake)
@@ -165,11 +171,7 @@ def test_official_worker_turns_the_officials_deterministic_ops_off_only_when_ask
     """configs.yaml has no key for it: the setting reaches the official's `internal.setup` through a wrapper."""
     import types
 
-    sys.path.insert(0, str(BENCH / "official"))
-    try:
-        import official_speed_worker as worker
-    finally:
-        sys.path.pop(0)
+    worker = _official_worker_module()
     seen = []
 
     def setup(platform=None, deterministic=True, **kw):  # the official's signature, in short
