@@ -9,10 +9,11 @@ per (arm, seed) with the figures of `results.json` (self-awareness AUROC overall
 halves of the episodes, where the head's learning shows; accuracy, quantile accuracy, success rate) and the
 episodes' per-step signals, for paired intervals. The docs page `experiments/novel-fraction.md` pairs the arms
 by seed. Resumable: a finished (arm, seed) run folder is read, not redone (its wall time is then unknown); a
-half-done one resumes (`muse-wm adapt` resumes its own episodes).
+half-done one resumes (`muse-wm adapt` resumes its own episodes). A run folder records the checkpoint it
+adapted, and one of another checkpoint is refused, never counted: give each checkpoint its own `--runs`.
 
     python -m benchmarks.novel_fraction --checkpoint runs/quickstart/muse --seeds 0 1 2 \\
-        --runs runs/novel_fraction --out docs/novel_fraction/quickstart.jsonl
+        --runs runs/novel_fraction/quickstart --out docs/novel_fraction/quickstart.jsonl
 """
 
 from __future__ import annotations
@@ -54,6 +55,24 @@ def line_from_run(folder: Path, *, arm: str, seed: int, checkpoint: str, wall_s:
             "tasks": [t["task"] for t in r.get("tasks", [])], "wall_s": wall_s, "episodes_records": episodes}
 
 
+def foreign_run(folder: Path, checkpoint: str) -> str | None:
+    """Why `folder` cannot be reused or resumed for `checkpoint` (None: it can): an adapt folder records the
+    checkpoint it adapted (`adapt.json`), and a folder of another checkpoint must not be counted as this one's."""
+    path = folder / "adapt.json"
+    if not path.exists():
+        return None
+    try:
+        old = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        old = None
+    if not isinstance(old, dict):
+        return f"{path} is not an adapt run's settings file; delete {folder} or pass another --runs"
+    if old.get("checkpoint") != str(Path(checkpoint).resolve()):
+        return (f"{folder} holds an adaptation of another checkpoint ({old.get('checkpoint')!r}, not "
+                f"{str(Path(checkpoint).resolve())!r}); pass a --runs folder of this checkpoint's own")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from muse_common.arg_parser import ArgumentParser
     from muse_common.files import append_jsonl, read_jsonl
@@ -73,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
             if (arm, seed) in done:
                 continue
             folder = Path(args.runs) / f"{arm}_seed{seed}"
+            if why := foreign_run(folder, args.checkpoint):
+                print(f"novel_fraction: {why}", file=sys.stderr)
+                return 2
             if (folder / "results.json").is_file():  # finished before its line was written
                 append_jsonl(args.out, line_from_run(folder, arm=arm, seed=seed, checkpoint=args.checkpoint,
                                                      wall_s=None))

@@ -954,12 +954,54 @@ def table1_page(docs: Path) -> str:
     return "\n".join(out)
 
 
+def _mix_rows_and_reading(by_arm: dict[str, list[dict[str, Any]]], half: int,
+                          ) -> tuple[list[list[str]], str, int]:
+    """The arms' table rows, the paired reading ('What it shows', without the caveat) and the number of paired
+    episodes of some (arm, seed) runs whose episode records are keyed uniquely by (seed, task, episode)."""
+    from benchmarks import table1 as T
+
+    late = lambda eps: [e for e in eps if e["episode"] >= half]  # noqa: E731
+    rows, pooled = [], {}
+    for a, xs in by_arm.items():
+        eps = [e for x in xs for e in x["episodes_records"]]
+        f_all, f_late = T.figures("muse", eps), T.figures("muse", late(eps))
+        ci_all = T.bootstrap("muse", [x["episodes_records"] for x in xs])
+        ci_late = T.bootstrap("muse", [late(x["episodes_records"]) for x in xs])
+        pooled[a] = f_late["auroc"]
+        rows.append([f"`{a}`", f"{sum(bool(e['success']) for e in eps)}/{len(eps)}",
+                     f"{fmt(f_all['auroc'], 2)} ({_interval(ci_all.get('auroc'), False)})",
+                     f"**{fmt(f_late['auroc'], 2)}** ({_interval(ci_late.get('auroc'), False)})",
+                     ", ".join(fmt((x.get("halves") or {}).get("late", {}).get("sa_auroc"), 2) for x in xs),
+                     f"{fmt(100 * f_all['accuracy'], 0)}% (constant 'fail' "
+                     f"{fmt(100 * f_all['constant_fail_accuracy'], 0)}%)"])
+    base, other = list(by_arm)[:2]
+    both = {a: [e for x in by_arm[a] for e in x["episodes_records"]] for a in (base, other)}
+    pair_all = T.paired(both[other], both[base])
+    pair_late = T.paired(late(both[other]), late(both[base]))
+    d_all, d_late = pair_all.get("auroc_difference_ci95"), pair_late.get("auroc_difference_ci95")
+    excl = lambda ci: bool(ci) and not any(math.isnan(v) for v in ci) and (ci[0] > 0 or ci[1] < 0)  # noqa: E731
+    shows = (f"With `{other}` the late-half AUROC is {fmt(pooled[other], 2)} against "
+             f"{fmt(pooled[base], 2)} for `{base}`; the paired late-half difference "
+             f"({_interval(d_late, False)}) {'excludes' if excl(d_late) else 'includes'} zero, over all "
+             f"episodes ({_interval(d_all, False)}) it {'excludes' if excl(d_all) else 'includes'} zero. "
+             f"Successes: `{other}` alone {pair_all.get('muse_only')}, `{base}` alone "
+             f"{pair_all.get('dreamer_only')} (McNemar p = {pair_all.get('mcnemar_p', 1):.2f}). So the mix "
+             + ("changes" if excl(d_late) else "does not measurably change")
+             + " how well the head ranks the late episodes, and "
+             + ("changes" if pair_all.get("mcnemar_p", 1) < 0.05 else "does not measurably change")
+             + " what the agent achieves.")
+    return rows, shows, int(pair_all.get("pairs", 0))
+
+
+MIX_HEADER = ["arm", "successes", "AUROC, all episodes (95% CI)", "AUROC, late half (95% CI)",
+              "late-half AUROC per seed", "accuracy"]
+
+
 @page("experiments/novel-fraction.md", sources=("novel_fraction/*.jsonl",))
 def novel_fraction_page(docs: Path) -> str:
     """Adaptation's data mix (uniform vs half of each batch from the novel task) against MUSE's
-    self-awareness on the novel tasks, paired by (seed, task, episode)."""
-    from benchmarks import table1 as T
-
+    self-awareness on the novel tasks, paired by (seed, task, episode): one section per checkpoint (one
+    JSONL file each), then all checkpoints pooled, paired by (checkpoint, seed, task, episode)."""
     out = ["# Does the data mix decide what the competence head learns on a novel task?", "",
            "By default (`adapt.novel_fraction: null`; the paper is silent) adaptation batches are uniform over "
            "the retained pre-training buffer plus the new episodes, so a novel task is only its share of the "
@@ -967,59 +1009,49 @@ def novel_fraction_page(docs: Path) -> str:
            "of every batch from the novel task's own episodes. Both arms adapt the same pre-trained MUSE "
            "checkpoint with the same adaptation seeds (`python -m benchmarks.novel_fraction`); the late half "
            "of the episodes (episode index 10-19 of each task) is where the head's learning shows.", ""]
+    groups = []  # (file, {arm: runs}, half) per checkpoint file with both arms
     for path in sorted((docs / "novel_fraction").glob("*.jsonl")):
         lines = [x for x in read_lines(path) if x.get("episodes_records")]
         arms = sorted({x["arm"] for x in lines}, key=lambda a: a != "uniform")
         if len(arms) < 2:
             continue
         by_arm = {a: sorted((x for x in lines if x["arm"] == a), key=lambda x: x["seed"]) for a in arms}
-        seeds = sorted({x["seed"] for x in lines})
         half = max(1, max(e["episode"] for x in lines for e in x["episodes_records"]) // 2 + 1)
-        late = lambda eps, h=half: [e for e in eps if e["episode"] >= h]  # noqa: E731
-        rows, pooled = [], {}
-        for a, xs in by_arm.items():
-            eps = [e for x in xs for e in x["episodes_records"]]
-            f_all, f_late = T.figures("muse", eps), T.figures("muse", late(eps))
-            ci_all = T.bootstrap("muse", [x["episodes_records"] for x in xs])
-            ci_late = T.bootstrap("muse", [late(x["episodes_records"]) for x in xs])
-            pooled[a] = (f_late["auroc"], ci_late.get("auroc"))
-            rows.append([f"`{a}`", f"{sum(bool(e['success']) for e in eps)}/{len(eps)}",
-                         f"{fmt(f_all['auroc'], 2)} ({_interval(ci_all.get('auroc'), False)})",
-                         f"**{fmt(f_late['auroc'], 2)}** ({_interval(ci_late.get('auroc'), False)})",
-                         ", ".join(fmt((x.get("halves") or {}).get("late", {}).get("sa_auroc"), 2) for x in xs),
-                         f"{fmt(100 * f_all['accuracy'], 0)}% (constant 'fail' "
-                         f"{fmt(100 * f_all['constant_fail_accuracy'], 0)}%)"])
-        base, other = arms[0], arms[1]
-        both = {a: [e for x in by_arm[a] for e in x["episodes_records"]] for a in (base, other)}
-        pair_all = T.paired(both[other], both[base])
-        pair_late = T.paired(late(both[other]), late(both[base]))
-        d_all, d_late = pair_all.get("auroc_difference_ci95"), pair_late.get("auroc_difference_ci95")
-        excl = lambda ci: bool(ci) and not any(math.isnan(v) for v in ci) and (ci[0] > 0 or ci[1] < 0)  # noqa: E731
-        shows = (f"With `{other}` the late-half AUROC is {fmt(pooled[other][0], 2)} against "
-                 f"{fmt(pooled[base][0], 2)} for `{base}`; the paired late-half difference "
-                 f"({_interval(d_late, False)}) {'excludes' if excl(d_late) else 'includes'} zero, over all "
-                 f"episodes ({_interval(d_all, False)}) it {'excludes' if excl(d_all) else 'includes'} zero. "
-                 f"Successes: `{other}` alone {pair_all.get('muse_only')}, `{base}` alone "
-                 f"{pair_all.get('dreamer_only')} (McNemar p = {pair_all.get('mcnemar_p', 1):.2f}). So the mix "
-                 + ("changes" if excl(d_late) else "does not measurably change")
-                 + " how well the head ranks the late episodes, and "
-                 + ("changes" if pair_all.get("mcnemar_p", 1) < 0.05 else "does not measurably change")
-                 + " what the agent achieves."
-                 + (" One checkpoint and few seeds: a direction, not a settled effect." if len(seeds) < 5 else ""))
+        groups.append((path, by_arm, half))
+    for path, by_arm, half in groups:
+        lines = [x for xs in by_arm.values() for x in xs]
+        seeds = sorted({x["seed"] for x in lines})
+        rows, shows, _ = _mix_rows_and_reading(by_arm, half)
+        if len(seeds) < 5:
+            shows += (" One checkpoint and few seeds: a direction, not a settled effect." if len(groups) < 2
+                      else " Few seeds: read it with the other checkpoints (pooled below).")
         x0 = lines[0]
         out += [f"## {path.stem}: {len(seeds)} adaptation seed(s)", "",
                 about(command=f"python -m benchmarks.novel_fraction --checkpoint {x0['checkpoint']} --seeds "
-                              + " ".join(str(s) for s in seeds) + " --runs runs/novel_fraction "
+                              + " ".join(str(s) for s in seeds) + f" --runs runs/novel_fraction/{path.stem} "
                               f"--out docs/novel_fraction/{path.name}",
                       machine="2 CPU cores, shared with other jobs",
-                      budget=f"the quickstart's MUSE checkpoint ({x0['checkpoint']}), "
+                      budget=f"the MUSE checkpoint `{x0['checkpoint']}`, "
                              f"{max(x['episodes'] for x in lines) // max(1, len(x0['tasks']))} adaptation "
                              f"episodes per novel task ({', '.join(x0['tasks'])}), the config's adaptation "
                              "train ratio",
                       seeds=", ".join(str(s) for s in seeds) + " (adaptation seeds, `train.seed`)", shows=shows,
                       data=f"`docs/novel_fraction/{path.name}`"),
-                table(["arm", "successes", "AUROC, all episodes (95% CI)", "AUROC, late half (95% CI)",
-                       "late-half AUROC per seed", "accuracy"], rows), ""]
+                table(MIX_HEADER, rows), ""]
+    if len(groups) >= 2 and len({tuple(by_arm)[:2] for _, by_arm, _ in groups}) == 1:
+        # every checkpoint's episodes, re-keyed so that seed k of one checkpoint pairs only with itself
+        rekey = lambda x, stem: {**x, "episodes_records": [  # noqa: E731
+            {**e, "seed": f"{stem}/{e.get('seed', x['seed'])}"} for e in x["episodes_records"]]}
+        pooled = {a: [rekey(x, path.stem) for path, by_arm, _ in groups for x in by_arm[a]]
+                  for a in tuple(groups[0][1])[:2]}
+        runs = len(pooled[next(iter(pooled))])
+        rows, shows, pairs = _mix_rows_and_reading(pooled, min(h for _, _, h in groups))
+        out += [f"## All checkpoints pooled: {len(groups)} checkpoints, {runs} paired runs", "",
+                f"**What it shows.** {shows} {pairs} paired episodes, paired by (checkpoint, adaptation seed, "
+                "task, episode); the intervals resample the runs, then the episodes within each.", "",
+                "- Checkpoints: " + ", ".join(f"`{g[1][next(iter(g[1]))][0]['checkpoint']}` "
+                                              f"({g[0].name})" for g in groups), "",
+                table(MIX_HEADER, rows), ""]
     return "\n".join(out)
 
 
