@@ -31,7 +31,8 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from muse_common.records import ADAPT_EPISODE, read_records  # noqa: E402 - after the path fix above
+from muse_common.files import atomic_write_text, read_jsonl  # noqa: E402 - after the path fix above
+from muse_common.records import ADAPT_EPISODE, read_records  # noqa: E402
 from muse_jax import evaluate  # noqa: E402
 from muse_jax.config import load_config  # noqa: E402
 
@@ -42,9 +43,9 @@ ADAPT_KEYS = ("sa_auroc", "sa_accuracy", "sa_quantile_accuracy", "success_rate",
 
 
 def last_window(metrics: Path) -> dict[str, Any]:
-    """The last metrics.jsonl row with `sa/auroc`: the final pre-training window's self-awareness."""
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if "sa/auroc" in r]
+    """The last metrics.jsonl row with `sa/auroc`: the final pre-training window's self-awareness (a line that
+    is not a record is skipped with a warning naming it, `read_jsonl`)."""
+    rows = list(read_jsonl(metrics, ("sa/auroc",)))
     if not rows:
         raise ValueError(f"{metrics}: no row with sa/* figures (a pre-training run logs them per window).")
     r = rows[-1]
@@ -90,8 +91,28 @@ def commands(name: str, run: Path, config: str) -> dict[str, str]:
             "adapt": f"muse-wm adapt --checkpoint {run} --agent muse --logdir {run}/adapt"}
 
 
+def adapt_results(name: str, run: Path) -> dict[str, Any]:
+    """`run/adapt/results.json`, checked: a JSON object from an adaptation with the reading `name` (a run of
+    the other reading under this name would swap the two columns silently)."""
+    path = run / "adapt" / "results.json"
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: run `muse-wm adapt --checkpoint {run} --agent muse --logdir "
+                         f"{run}/adapt` first, or name a finished run.")
+    try:
+        res = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        res = None
+    if not isinstance(res, dict) or not isinstance(res.get("max_steps"), int) or res["max_steps"] < 1:
+        raise ValueError(f"{path} is not an adaptation's results (a JSON object with a positive max_steps); "
+                         "rerun `muse-wm adapt` into a new --logdir.")
+    if res.get("competence_reading", "steps_left") != name:
+        raise ValueError(f"{path} was adapted with model.competence_reading={res.get('competence_reading')!r}, "
+                         f"but is given as {name}=; give each run under its own reading.")
+    return res
+
+
 def summarize_run(name: str, run: Path, times: Path | None, config: str) -> dict[str, Any]:
-    res = json.loads((run / "adapt" / "results.json").read_text())
+    res = adapt_results(name, run)
     episodes = list(read_records(run / "adapt" / "episodes.jsonl", ADAPT_EPISODE))
     n_quantiles = load_config(config).model.competence_quantiles
     return {
@@ -136,15 +157,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "made_by": "python -m benchmarks.competence_reading " + shlex.join(sys.argv[1:] if argv is None else argv),
         "config": args.config, "agent": "muse", "seed": args.seed, "machine": args.machine,
         "notes": ["one seed: a measurement, not a conclusion", *args.note],
-        "runs": {name: summarize_run(name, Path(path), Path(times[name]) if name in times else None, args.config)
-                 for name, path in runs.items()},
     }
     refs = [item.partition("=") for item in args.reference]
-    if refs:
-        out["references"] = {label: {k: v for k, v in summarize_run("steps_left", Path(path), None, args.config).items()
-                                     if k not in ("commands", "times")} for label, _, path in refs}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    if any(not label or not sep or not path for label, sep, path in refs):
+        raise SystemExit("--reference: give LABEL=run folder of a steps_left run (pretrain + adapt/).")
+    try:
+        out["runs"] = {name: summarize_run(name, Path(path), Path(times[name]) if name in times else None,
+                                           args.config) for name, path in runs.items()}
+        if refs:
+            out["references"] = {label: {k: v for k, v in summarize_run("steps_left", Path(path), None,
+                                                                        args.config).items()
+                                         if k not in ("commands", "times")} for label, _, path in refs}
+    except (ValueError, OSError) as e:  # a run folder that is not what it is given as: one line, no traceback
+        raise SystemExit(f"competence_reading: {e}") from None
+    atomic_write_text(args.out, json.dumps(out, indent=1) + "\n")
     return out
 
 

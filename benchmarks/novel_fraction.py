@@ -41,6 +41,19 @@ def arm_settings(arm: str, seed: int) -> list[str]:
     return [x for s in sets for x in ("--set", s)]
 
 
+def checkpoint_window(checkpoint: str | Path) -> dict[str, Any] | None:
+    """The checkpoint's last pre-training window of self-awareness figures (`metrics.jsonl`: step, episodes,
+    successes, outcome classes, AUROC), so a reader sees what the head had learned before adaptation; None
+    where the run folder has no such row."""
+    from muse_common.files import read_jsonl
+
+    rows = list(read_jsonl(Path(checkpoint) / "metrics.jsonl", ("sa/episodes",)))
+    if not rows:
+        return None
+    keys = ("step", "sa/episodes", "sa/successes", "sa/outcome_classes", "sa/auroc")
+    return {k: rows[-1].get(k) for k in keys}
+
+
 def line_from_run(folder: Path, *, arm: str, seed: int, checkpoint: str, wall_s: float | None) -> dict[str, Any]:
     """One committed line from a finished adapt folder's `results.json`."""
     from benchmarks.table1 import compact
@@ -51,7 +64,8 @@ def line_from_run(folder: Path, *, arm: str, seed: int, checkpoint: str, wall_s:
     halves = {h["half"]: {k: h.get(k) for k in ("episodes", "success_rate", "sa_auroc", "sa_accuracy")}
               for h in r.get("sa_by_episode_index") or []}
     return {"benchmark": "novel_fraction", "arm": arm, "novel_fraction": ARMS[arm], "seed": seed,
-            "checkpoint": checkpoint, **{k: r.get(k) for k in FIGURES}, "halves": halves,
+            "checkpoint": checkpoint, "checkpoint_window": checkpoint_window(checkpoint),
+            **{k: r.get(k) for k in FIGURES}, "halves": halves,
             "tasks": [t["task"] for t in r.get("tasks", [])], "wall_s": wall_s, "episodes_records": episodes}
 
 

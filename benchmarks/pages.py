@@ -993,6 +993,18 @@ def _mix_rows_and_reading(by_arm: dict[str, list[dict[str, Any]]], half: int,
     return rows, shows, int(pair_all.get("pairs", 0))
 
 
+def _checkpoint_window(line: dict[str, Any]) -> str:
+    """' (its last pre-training window: 64 episodes, 0 successes, AUROC undefined)' from a line's
+    `checkpoint_window`; '' for lines without one."""
+    w = line.get("checkpoint_window")
+    if not isinstance(w, dict) or not isinstance(w.get("sa/episodes"), int | float):
+        return ""
+    auroc = w.get("sa/auroc")
+    return (f" (its last pre-training window, step {fmt(w.get('step'))}: {fmt(int(w['sa/episodes']))} episodes, "
+            f"{fmt(int(w.get('sa/successes') or 0))} successes, AUROC "
+            + (fmt(auroc, 2) if isinstance(auroc, int | float) else "undefined (one outcome class)") + ")")
+
+
 MIX_HEADER = ["arm", "successes", "AUROC, all episodes (95% CI)", "AUROC, late half (95% CI)",
               "late-half AUROC per seed", "accuracy"]
 
@@ -1031,7 +1043,7 @@ def novel_fraction_page(docs: Path) -> str:
                               + " ".join(str(s) for s in seeds) + f" --runs runs/novel_fraction/{path.stem} "
                               f"--out docs/novel_fraction/{path.name}",
                       machine="2 CPU cores, shared with other jobs",
-                      budget=f"the MUSE checkpoint `{x0['checkpoint']}`, "
+                      budget=f"the MUSE checkpoint `{x0['checkpoint']}`{_checkpoint_window(x0)}, "
                              f"{max(x['episodes'] for x in lines) // max(1, len(x0['tasks']))} adaptation "
                              f"episodes per novel task ({', '.join(x0['tasks'])}), the config's adaptation "
                              "train ratio",

@@ -56,3 +56,26 @@ def test_side_by_side_json_from_run_folders(tmp_path):
     assert left["adapt_predicted_failure_share_solved"] == 0.0
     with pytest.raises(SystemExit, match="READING"):
         cr.main(["--run", "x=y", "--machine", "m", "--out", str(tmp_path / "o.json")])
+
+
+def test_a_run_that_is_not_what_it_is_given_as_is_one_line(tmp_path):
+    """Run folders are someone else's: a missing or malformed results.json, or a run of the other reading
+    given under this one's name (which would swap the columns), is refused in one line and nothing is written."""
+    left_true = evaluate.true_quantiles(40, 50, 75, 5).tolist()
+    fake_run(tmp_path / "steps_left", "steps_left", left_true)
+    out = tmp_path / "out.json"
+
+    def refused(*runs: str) -> str:
+        with pytest.raises(SystemExit) as e:
+            cr.main([x for r in runs for x in ("--run", r)] + ["--machine", "m", "--out", str(out)])
+        assert not out.exists()
+        msg = str(e.value)
+        assert len(msg.splitlines()) == 1
+        return msg
+
+    assert "model.competence_reading='steps_left'" in refused(f"from_start={tmp_path / 'steps_left'}")
+    assert "is missing" in refused(f"steps_left={tmp_path / 'nowhere'}")
+    results = tmp_path / "steps_left" / "adapt" / "results.json"
+    for bad in ("[1, 2]", "{not json", json.dumps({"max_steps": "75"})):
+        results.write_text(bad)
+        assert "is not an adaptation's results" in refused(f"steps_left={tmp_path / 'steps_left'}")

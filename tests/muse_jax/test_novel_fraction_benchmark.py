@@ -86,6 +86,11 @@ def test_page_pools_checkpoints_pairing_each_seed_only_with_itself(tmp_path, mon
     docs = tmp_path / "docs"
     (docs / "novel_fraction").mkdir(parents=True)
     for name, separates in (("ck_a", True), ("ck_b", False)):
+        if name == "ck_a":  # the checkpoint's own pre-training log, read into each line
+            (tmp_path / "runs" / name).mkdir(parents=True)
+            (tmp_path / "runs" / name / "metrics.jsonl").write_text(json.dumps(
+                {"step": 8000, "sa/episodes": 64.0, "sa/successes": 0.0, "sa/outcome_classes": 1.0,
+                 "sa/auroc": None}) + "\n")
         with (docs / "novel_fraction" / f"{name}.jsonl").open("w") as f:
             for seed in (0, 1):
                 for arm in ("uniform", "novel_fraction_0.5"):
@@ -93,15 +98,17 @@ def test_page_pools_checkpoints_pairing_each_seed_only_with_itself(tmp_path, mon
                     # each checkpoint's own successes, the same in both arms of one (checkpoint, seed)
                     rng = np.random.default_rng(seed + 10 * (name == "ck_b"))
                     _run(folder, rng, separates=separates and arm != "uniform", seed=seed)
-                    f.write(json.dumps(NF.line_from_run(folder, arm=arm, seed=seed, checkpoint=f"runs/{name}",
-                                                        wall_s=1)) + "\n")
+                    f.write(json.dumps(NF.line_from_run(folder, arm=arm, seed=seed,
+                                                        checkpoint=str(tmp_path / "runs" / name), wall_s=1)) + "\n")
     page = pages.novel_fraction_page(docs)
+    assert f"`{tmp_path / 'runs' / 'ck_a'}` (its last pre-training window, step 8,000: 64 episodes, " \
+        "0 successes, AUROC undefined (one outcome class))" in page
     assert "## ck_a: 2 adaptation seed(s)" in page and "## ck_b: 2 adaptation seed(s)" in page
     assert "--runs runs/novel_fraction/ck_b" in page  # one runs folder per checkpoint
     assert "read it with the other checkpoints" in page and "One checkpoint and few seeds" not in page
     pooled = page.split("## All checkpoints pooled: 2 checkpoints, 4 paired runs")[1]
     # 2 checkpoints x 2 seeds x 40 episodes per arm: seeds 0 and 1 of the two checkpoints are kept apart
     assert "| `uniform` | " in pooled and "/160 |" in pooled and " 160 paired episodes" in pooled
-    assert "`runs/ck_a` (ck_a.jsonl)" in pooled
+    assert f"`{tmp_path / 'runs' / 'ck_a'}` (ck_a.jsonl)" in pooled
     # paired with its own uniform run, no episode's success differs; paired across checkpoints, some would
     assert "`novel_fraction_0.5` alone 0, `uniform` alone 0" in pooled
