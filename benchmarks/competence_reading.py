@@ -31,6 +31,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.table1 import adapt_results  # noqa: E402
 from muse_common.files import atomic_write_text, read_jsonl  # noqa: E402 - after the path fix above
 from muse_common.records import ADAPT_EPISODE, read_records  # noqa: E402
 from muse_jax import evaluate  # noqa: E402
@@ -91,28 +92,8 @@ def commands(name: str, run: Path, config: str) -> dict[str, str]:
             "adapt": f"muse-wm adapt --checkpoint {run} --agent muse --logdir {run}/adapt"}
 
 
-def adapt_results(name: str, run: Path) -> dict[str, Any]:
-    """`run/adapt/results.json`, checked: a JSON object from an adaptation with the reading `name` (a run of
-    the other reading under this name would swap the two columns silently)."""
-    path = run / "adapt" / "results.json"
-    if not path.is_file():
-        raise ValueError(f"{path} is missing: run `muse-wm adapt --checkpoint {run} --agent muse --logdir "
-                         f"{run}/adapt` first, or name a finished run.")
-    try:
-        res = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError):
-        res = None
-    if not isinstance(res, dict) or not isinstance(res.get("max_steps"), int) or res["max_steps"] < 1:
-        raise ValueError(f"{path} is not an adaptation's results (a JSON object with a positive max_steps); "
-                         "rerun `muse-wm adapt` into a new --logdir.")
-    if res.get("competence_reading", "steps_left") != name:
-        raise ValueError(f"{path} was adapted with model.competence_reading={res.get('competence_reading')!r}, "
-                         f"but is given as {name}=; give each run under its own reading.")
-    return res
-
-
 def summarize_run(name: str, run: Path, times: Path | None, config: str) -> dict[str, Any]:
-    res = adapt_results(name, run)
+    res = adapt_results(run / "adapt", agent="muse", reading=name)
     episodes = list(read_records(run / "adapt" / "episodes.jsonl", ADAPT_EPISODE))
     n_quantiles = load_config(config).model.competence_quantiles
     return {

@@ -56,10 +56,10 @@ def checkpoint_window(checkpoint: str | Path) -> dict[str, Any] | None:
 
 def line_from_run(folder: Path, *, arm: str, seed: int, checkpoint: str, wall_s: float | None) -> dict[str, Any]:
     """One committed line from a finished adapt folder's `results.json`."""
-    from benchmarks.table1 import compact
+    from benchmarks.table1 import adapt_results, compact
     from muse_common.files import read_jsonl
 
-    r = json.loads((folder / "results.json").read_text())
+    r = adapt_results(folder, agent="muse")
     episodes = [compact(e, seed) for e in read_jsonl(folder / "episodes.jsonl", ("task", "episode", "success"))]
     halves = {h["half"]: {k: h.get(k) for k in ("episodes", "success_rate", "sa_auroc", "sa_accuracy")}
               for h in r.get("sa_by_episode_index") or []}
@@ -110,8 +110,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"novel_fraction: {why}", file=sys.stderr)
                 return 2
             if (folder / "results.json").is_file():  # finished before its line was written
-                append_jsonl(args.out, line_from_run(folder, arm=arm, seed=seed, checkpoint=args.checkpoint,
-                                                     wall_s=None))
+                try:
+                    line = line_from_run(folder, arm=arm, seed=seed, checkpoint=args.checkpoint, wall_s=None)
+                except ValueError as e:
+                    print(f"novel_fraction: {e}", file=sys.stderr)
+                    return 2
+                append_jsonl(args.out, line)
                 continue
             start = time.time()
             cmd = [sys.executable, "-m", "muse_jax.cli", "adapt", "--checkpoint", args.checkpoint,

@@ -135,6 +135,40 @@ def paired(muse: Sequence[dict[str, Any]], dreamer: Sequence[dict[str, Any]], se
             "auroc_difference_ci95": ci}
 
 
+def _json_object(path: Path, what: str) -> dict[str, Any]:
+    """A run folder's JSON settings or results file as a dict, or ValueError naming it in one line."""
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: {what} is not a finished run (rerun `muse-wm adapt` into it, or "
+                         "name a finished one).")
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not {what}'s file (not a JSON object); rerun `muse-wm adapt` into a new "
+                         "--logdir.")
+    return data
+
+
+def adapt_results(folder: Path, *, agent: str | None = None, reading: str | None = None) -> dict[str, Any]:
+    """An adapt folder's `results.json`, checked, for every benchmark that reads one: a JSON object with a
+    positive integer `max_steps`, from an adaptation of `agent` (its `agent` field) and with the competence
+    reading `reading` (`competence_reading`, `steps_left` in results from before the field) where given. A
+    run of another agent or reading would otherwise be counted in the wrong column without a word."""
+    path = folder / "results.json"
+    r = _json_object(path, "an adaptation's results")
+    if not isinstance(r.get("max_steps"), int) or isinstance(r["max_steps"], bool) or r["max_steps"] < 1:
+        raise ValueError(f"{path} is not an adaptation's results (no positive integer max_steps); rerun "
+                         "`muse-wm adapt` into a new --logdir.")
+    if agent is not None and r.get("agent") != agent:
+        raise ValueError(f"{path} is an adaptation of agent {r.get('agent')!r}, but is read as {agent!r}'s; "
+                         "give each agent's run folder in its own place.")
+    if reading is not None and r.get("competence_reading", "steps_left") != reading:
+        raise ValueError(f"{path} was adapted with model.competence_reading={r.get('competence_reading')!r}, "
+                         f"but is given as {reading}=; give each run under its own reading.")
+    return r
+
+
 def compact(record: dict[str, Any], seed: int) -> dict[str, Any]:
     """An adaptation record as a committed line keeps it."""
     return {"seed": seed, **{k: record[k] for k in RECORD_FIELDS if k in record}}
@@ -150,7 +184,14 @@ def run_line(run: Path, agent: str, *, config: str, device: str, seed: int, comm
     # adaptation starts from the newest checkpoint, which a time limit can leave behind the last logged row:
     # the pre-training figures are those of the row at the checkpoint's step
     adapt_meta = run / "adapt" / "adapt.json"
-    ckpt = json.loads(adapt_meta.read_text()).get("step") if adapt_meta.is_file() else None
+    settings = _json_object(adapt_meta, "an adaptation's settings") if adapt_meta.is_file() else {}
+    if "agent" in settings and settings["agent"] != agent:
+        raise ValueError(f"{adapt_meta}: an adaptation of agent {settings['agent']!r}, but found as {agent!r}'s "
+                         f"({run}); give each agent's run folder in its own place.")
+    ckpt = settings.get("step")
+    if ckpt is not None and (not isinstance(ckpt, int) or isinstance(ckpt, bool)):
+        raise ValueError(f"{adapt_meta}: step {ckpt!r} is not an integer; rerun `muse-wm adapt` into a new "
+                         "--logdir.")
     at_ckpt = [m for m in metrics if ckpt is None or m.get("env_steps", m["step"]) <= ckpt]
     last = at_ckpt[-1] if at_ckpt else {}
     sa = {k.removeprefix("sa/"): v for k, v in last.items() if k.startswith("sa/")}
@@ -174,7 +215,7 @@ def quickstart_record(runs: Path, *, command: str, measured: str, machine: str, 
 
     agents = {}
     for agent, label in (("muse", "MUSE"), ("dreamer", "Dreamer-v3")):
-        r = json.loads((runs / agent / "adapt" / "results.json").read_text())
+        r = adapt_results(runs / agent / "adapt", agent=agent)
         note = _cell(r, "sa_accuracy", True)
         last = [m for m in read_jsonl(runs / agent / "metrics.jsonl", ("step",)) if "sa/episodes" in m][-1:]
         agents[agent] = {
@@ -228,20 +269,36 @@ def main() -> None:
     if args.cmd == "quickstart":
         from muse_common.files import atomic_write_json
 
-        atomic_write_json(args.out, quickstart_record(Path(args.runs), command="bash scripts/quickstart.sh",
-                                                      measured=args.measured, machine=args.machine,
-                                                      wall_s=args.wall_s, budget=args.budget))
+        try:
+            record = quickstart_record(Path(args.runs), command="bash scripts/quickstart.sh",
+                                       measured=args.measured, machine=args.machine, wall_s=args.wall_s,
+                                       budget=args.budget)
+        except (ValueError, OSError) as e:
+            raise SystemExit(f"table1 quickstart: {e}") from None
+        atomic_write_json(args.out, record)
         return
     commit = args.commit or git_commit()
+    from muse_common.files import read_jsonl
+
+    added = {(x.get("table1"), x.get("agent"), x.get("seed")) for x in read_jsonl(args.out, ("agent", "seed"))}
+    lines = []
     for agent in ("muse", "dreamer"):
-        line = run_line(Path(args.runs) / agent, agent, config=args.config, device=args.device, seed=args.seed,
-                        commit=commit, planned=args.planned)
+        if (args.config, agent, args.seed) in added:  # its episodes would count twice and pair with themselves
+            raise SystemExit(f"table1 add: {args.out} already holds {agent} seed {args.seed} of {args.config}; "
+                             "give another --seed, or remove that line to replace it.")
+        try:
+            line = run_line(Path(args.runs) / agent, agent, config=args.config, device=args.device,
+                            seed=args.seed, commit=commit, planned=args.planned)
+        except (ValueError, OSError) as e:  # someone else's run folder: one line, nothing appended
+            raise SystemExit(f"table1 add: {e}") from None
         if args.command:
             line["command"] = args.command
         if args.pretrain_wall_s is not None:
             line["pretrain"]["wall_s"] = args.pretrain_wall_s
         if args.adapt_wall_s is not None:
             line["adapt_wall_s"] = args.adapt_wall_s
+        lines.append(line)
+    for line in lines:  # both agents' lines or neither
         append_jsonl(args.out, line)
         print(json.dumps({k: line[k] for k in ("agent", "seed", "adapt_episodes")}))
 

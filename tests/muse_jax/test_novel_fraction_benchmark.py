@@ -22,7 +22,8 @@ def _run(folder, rng, *, separates: bool, seed: int):
                         "length": 5, "signal": [5 * level] * 5, "psi1": [level] * 5})
     (folder / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in eps))
     (folder / "results.json").write_text(json.dumps({
-        "success_rate": 0.3, "sa_auroc": 0.6, "sa_accuracy": 0.7, "sa_quantile_accuracy": 0.6, "episodes": 40,
+        "agent": "muse", "max_steps": 75, "success_rate": 0.3, "sa_auroc": 0.6, "sa_accuracy": 0.7,
+        "sa_quantile_accuracy": 0.6, "episodes": 40,
         "tasks": [{"task": "a"}, {"task": "b"}],
         "sa_by_episode_index": [{"half": "late", "episodes": 20, "sa_auroc": 0.9 if separates else 0.5}]}))
 

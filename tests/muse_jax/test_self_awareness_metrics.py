@@ -133,3 +133,48 @@ def test_table1_fast_auroc_and_accuracy_equal_the_library_ones():
     d = T.figures("dreamer", eps)
     s, y = T.step_arrays(eps)
     assert d["accuracy"] == pytest.approx(metrics.accuracy(s, y, metrics.median_threshold(s)))
+
+
+def test_table1_add_refuses_what_would_be_miscounted_in_one_line(tmp_path, monkeypatch, capsys):
+    """`table1 add` reads run folders that came back from a device: a folder of the other agent in an agent's
+    place, a malformed adapt.json, or a seed already added (its episodes would count twice and pair with
+    themselves) is refused in one line, and no line of either agent is appended."""
+    import json
+    import sys
+
+    def agent_run(root, agent, adapted_as):
+        run = root / agent
+        (run / "adapt").mkdir(parents=True)
+        (run / "metrics.jsonl").write_text(json.dumps({"step": 10, "env_steps": 10, "sa/auroc": 0.7}) + "\n")
+        (run / "adapt" / "adapt.json").write_text(json.dumps({"agent": adapted_as, "step": 10}))
+        (run / "adapt" / "episodes.jsonl").write_text(json.dumps(_ep("a", 0, True, 0.9)) + "\n")
+
+    out = tmp_path / "small.jsonl"
+
+    def add(runs, seed=0):
+        monkeypatch.setattr(sys, "argv", ["table1", "add", str(runs), "--config", "small", "--device", "cpu",
+                                          "--seed", str(seed), "--commit", "abc", "--out", str(out)])
+        T.main()
+
+    swapped = tmp_path / "swapped"
+    agent_run(swapped, "muse", "muse")
+    agent_run(swapped, "dreamer", "muse")  # muse's adaptation in dreamer's place
+    with pytest.raises(SystemExit) as e:
+        add(swapped)
+    assert "an adaptation of agent 'muse', but found as 'dreamer'" in str(e.value)
+    assert len(str(e.value).splitlines()) == 1 and not out.exists()  # muse's line was not appended either
+    (swapped / "dreamer" / "adapt" / "adapt.json").write_text("{torn")
+    with pytest.raises(SystemExit, match="not an adaptation's settings"):
+        add(swapped)
+    assert not out.exists()
+
+    good = tmp_path / "good"
+    agent_run(good, "muse", "muse")
+    agent_run(good, "dreamer", "dreamer")
+    add(good)
+    assert [json.loads(x)["agent"] for x in out.read_text().splitlines()] == ["muse", "dreamer"]
+    with pytest.raises(SystemExit, match="already holds muse seed 0 of small"):
+        add(good)
+    add(good, seed=1)  # another seed of the same folders is a new line pair
+    assert len(out.read_text().splitlines()) == 4
+    capsys.readouterr()
