@@ -31,8 +31,8 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.table1 import adapt_results  # noqa: E402
-from muse_common.files import atomic_write_text, read_jsonl  # noqa: E402 - after the path fix above
+from benchmarks.table1 import adapt_results  # noqa: E402 - after the path fix above
+from muse_common.files import atomic_write_text, read_jsonl  # noqa: E402
 from muse_common.records import ADAPT_EPISODE, read_records  # noqa: E402
 from muse_jax import evaluate  # noqa: E402
 from muse_jax.config import load_config  # noqa: E402

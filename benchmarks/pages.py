@@ -994,7 +994,7 @@ def _mix_rows_and_reading(by_arm: dict[str, list[dict[str, Any]]], half: int,
 
 
 def _checkpoint_window(line: dict[str, Any]) -> str:
-    """' (its last pre-training window: 64 episodes, 0 successes, AUROC undefined)' from a line's
+    """' (its last pre-training window, step 8,000: 64 episodes, 0 successes, AUROC ...)' from a line's
     `checkpoint_window`; '' for lines without one."""
     w = line.get("checkpoint_window")
     if not isinstance(w, dict) or not isinstance(w.get("sa/episodes"), int | float):

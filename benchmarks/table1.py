@@ -145,8 +145,7 @@ def _json_object(path: Path, what: str) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError):
         data = None
     if not isinstance(data, dict):
-        raise ValueError(f"{path} is not {what}'s file (not a JSON object); rerun `muse-wm adapt` into a new "
-                         "--logdir.")
+        raise ValueError(f"{path} is not {what} (not a JSON object); rerun `muse-wm adapt` into a new --logdir.")
     return data
 
 
