@@ -955,9 +955,10 @@ def table1_page(docs: Path) -> str:
 
 
 def _mix_rows_and_reading(by_arm: dict[str, list[dict[str, Any]]], half: int,
-                          ) -> tuple[list[list[str]], str, int]:
-    """The arms' table rows, the paired reading ('What it shows', without the caveat) and the number of paired
-    episodes of some (arm, seed) runs whose episode records are keyed uniquely by (seed, task, episode)."""
+                          ) -> tuple[list[list[str]], str, int, bool]:
+    """The arms' table rows, the paired reading ('What it shows', without the caveat), the number of paired
+    episodes and whether the late-half difference excludes zero, of some (arm, seed) runs whose episode
+    records are keyed uniquely by (seed, task, episode)."""
     from benchmarks import table1 as T
 
     late = lambda eps: [e for e in eps if e["episode"] >= half]  # noqa: E731
@@ -990,7 +991,7 @@ def _mix_rows_and_reading(by_arm: dict[str, list[dict[str, Any]]], half: int,
              + " how well the head ranks the late episodes, and "
              + ("changes" if pair_all.get("mcnemar_p", 1) < 0.05 else "does not measurably change")
              + " what the agent achieves.")
-    return rows, shows, int(pair_all.get("pairs", 0))
+    return rows, shows, int(pair_all.get("pairs", 0)), excl(d_late)
 
 
 def _checkpoint_window(line: dict[str, Any]) -> str:
@@ -1027,13 +1028,17 @@ def novel_fraction_page(docs: Path) -> str:
         arms = sorted({x["arm"] for x in lines}, key=lambda a: a != "uniform")
         if len(arms) < 2:
             continue
+        paired_seeds = set.intersection(*({x["seed"] for x in lines if x["arm"] == a} for a in arms[:2]))
+        lines = [x for x in lines if x["seed"] in paired_seeds]  # a seed one arm lacks yet pairs with nothing
+        if not lines:
+            continue
         by_arm = {a: sorted((x for x in lines if x["arm"] == a), key=lambda x: x["seed"]) for a in arms}
         half = max(1, max(e["episode"] for x in lines for e in x["episodes_records"]) // 2 + 1)
         groups.append((path, by_arm, half))
     for path, by_arm, half in groups:
         lines = [x for xs in by_arm.values() for x in xs]
         seeds = sorted({x["seed"] for x in lines})
-        rows, shows, _ = _mix_rows_and_reading(by_arm, half)
+        rows, shows, _, _ = _mix_rows_and_reading(by_arm, half)
         if len(seeds) < 5:
             shows += (" One checkpoint and few seeds: a direction, not a settled effect." if len(groups) < 2
                       else " Few seeds: read it with the other checkpoints (pooled below).")
@@ -1057,9 +1062,11 @@ def novel_fraction_page(docs: Path) -> str:
         pooled = {a: [rekey(x, path.stem) for path, by_arm, _ in groups for x in by_arm[a]]
                   for a in tuple(groups[0][1])[:2]}
         runs = len(pooled[next(iter(pooled))])
-        rows, shows, pairs = _mix_rows_and_reading(pooled, min(h for _, _, h in groups))
+        rows, shows, pairs, _ = _mix_rows_and_reading(pooled, min(h for _, _, h in groups))
+        alone = sum(_mix_rows_and_reading(by_arm, half)[3] for _, by_arm, half in groups)
         out += [f"## All checkpoints pooled: {len(groups)} checkpoints, {runs} paired runs", "",
-                f"**What it shows.** {shows} {pairs} paired episodes, paired by (checkpoint, adaptation seed, "
+                f"**What it shows.** {shows} On its own, the late-half difference excludes zero for {alone} of "
+                f"the {len(groups)} checkpoints. {pairs} paired episodes, paired by (checkpoint, adaptation seed, "
                 "task, episode); the intervals resample the runs, then the episodes within each.", "",
                 "- Checkpoints: " + ", ".join(f"`{g[1][next(iter(g[1]))][0]['checkpoint']}` "
                                               f"({g[0].name})" for g in groups), "",

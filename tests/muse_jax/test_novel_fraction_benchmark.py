@@ -113,3 +113,9 @@ def test_page_pools_checkpoints_pairing_each_seed_only_with_itself(tmp_path, mon
     assert f"`{tmp_path / 'runs' / 'ck_a'}` (ck_a.jsonl)" in pooled
     # paired with its own uniform run, no episode's success differs; paired across checkpoints, some would
     assert "`novel_fraction_0.5` alone 0, `uniform` alone 0" in pooled
+    assert "excludes zero for 1 of the 2 checkpoints" in pooled  # ck_a's head separates, ck_b's does not
+    # a seed that one arm lacks yet (a study under way) is left out of both, not counted unpaired
+    with (docs / "novel_fraction" / "ck_b.jsonl").open("a") as f:
+        line = json.loads((docs / "novel_fraction" / "ck_b.jsonl").read_text().splitlines()[0])
+        f.write(json.dumps({**line, "seed": 7}) + "\n")
+    assert "## ck_b: 2 adaptation seed(s)" in pages.novel_fraction_page(docs)
