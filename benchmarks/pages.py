@@ -1064,12 +1064,17 @@ def novel_fraction_page(docs: Path) -> str:
         runs = len(pooled[next(iter(pooled))])
         rows, shows, pairs, _ = _mix_rows_and_reading(pooled, min(h for _, _, h in groups))
         alone = sum(_mix_rows_and_reading(by_arm, half)[3] for _, by_arm, half in groups)
+        checkpoints = ", ".join(f"`{g[1][next(iter(g[1]))][0]['checkpoint']}`" for g in groups)
         out += [f"## All checkpoints pooled: {len(groups)} checkpoints, {runs} paired runs", "",
-                f"**What it shows.** {shows} On its own, the late-half difference excludes zero for {alone} of "
-                f"the {len(groups)} checkpoints. {pairs} paired episodes, paired by (checkpoint, adaptation seed, "
-                "task, episode); the intervals resample the runs, then the episodes within each.", "",
-                "- Checkpoints: " + ", ".join(f"`{g[1][next(iter(g[1]))][0]['checkpoint']}` "
-                                              f"({g[0].name})" for g in groups), "",
+                about(command="python -m benchmarks.report docs  # pools the sections above; no new runs",
+                      machine="2 CPU cores, shared with other jobs (the sections above)",
+                      budget=f"the checkpoints {checkpoints}, each with its section's adaptation budget",
+                      seeds=f"{runs} (checkpoint, adaptation seed) runs per arm",
+                      shows=f"{shows} On its own, the late-half difference excludes zero for {alone} of the "
+                            f"{len(groups)} checkpoints. {pairs} paired episodes, paired by (checkpoint, "
+                            "adaptation seed, task, episode); the intervals resample the runs, then the "
+                            "episodes within each.",
+                      data=", ".join(f"`docs/novel_fraction/{g[0].name}`" for g in groups)),
                 table(MIX_HEADER, rows), ""]
     return "\n".join(out)
 

@@ -53,11 +53,6 @@ def _auroc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def _with_arrays(episodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The episodes with their per-step lists as arrays, converted once before thousands of draws."""
-    return [{**e, **{k: np.asarray(e[k], float) for k in ("signal", "psi1") if k in e}} for e in episodes]
-
-
 def step_arrays(episodes: Sequence[dict[str, Any]], key: str = "signal") -> tuple[np.ndarray, np.ndarray]:
     """(per-step scores, per-step outcome labels) pooled over episodes."""
     if not episodes:
@@ -84,26 +79,98 @@ def figures(agent: str, episodes: Sequence[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+class _Pool:
+    """Episodes' per-step scores compared once, so a resample, given as how often each episode was drawn,
+    is scored by weighting instead of concatenating and re-ranking: exactly `figures` of the resampled
+    episodes, for thousands of draws at once.
+
+    The AUROC is the Mann-Whitney statistic with ties counting one half, so over a resample it is
+    sum_{e succeeded, f failed} n_e n_f K[e, f] / (steps in successes * steps in failures), where K[e, f]
+    counts the (step of e, step of f) pairs that e ranks above f; K is counted once per pool."""
+
+    CHUNK = 4_000_000  # draws x steps held at once for the median threshold
+
+    def __init__(self, agent: str, episodes: Sequence[dict[str, Any]]):
+        signals = [np.asarray(e["signal"], float) for e in episodes]
+        self.success = np.array([bool(e["success"]) for e in episodes])
+        self.steps = np.array([len(x) for x in signals], float)
+        self.pos, self.neg = np.flatnonzero(self.success), np.flatnonzero(~self.success)
+        above = [signals[i] for i in self.pos]
+        owner = np.repeat(np.arange(len(above)), [len(x) for x in above])
+        scores = np.concatenate(above) if above else np.zeros(0)
+        self.k = np.zeros((len(self.pos), len(self.neg)))
+        for j, f in enumerate(self.neg):
+            t = np.sort(signals[f])
+            lo, hi = np.searchsorted(t, scores, "left"), np.searchsorted(t, scores, "right")
+            self.k[:, j] = np.bincount(owner, lo + 0.5 * (hi - lo), minlength=len(above))
+        self.psi1 = agent == "muse" and all("psi1" in e for e in episodes)
+        if self.psi1:
+            self.correct = np.array([np.sum((np.asarray(e["psi1"], float) > 0.5) == bool(e["success"]))
+                                     for e in episodes], float)
+            self.psi1_steps = np.array([len(e["psi1"]) for e in episodes], float)
+        else:  # the median threshold needs the pooled steps in score order
+            s = np.concatenate(signals) if signals else np.zeros(0)
+            order = np.argsort(s, kind="stable")
+            self.s = s[order]
+            self.ep = np.repeat(np.arange(len(episodes)), self.steps.astype(int))[order]
+            self.y = self.success[self.ep]
+
+    def figures(self, counts: np.ndarray) -> dict[str, np.ndarray]:
+        """`figures` of each resample; counts: [draws, episodes], how often each episode was drawn."""
+        c = np.asarray(counts, float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = {"success_rate": c @ self.success / c.sum(1), "auroc": self.auroc(c),
+                   "constant_fail_accuracy": 1.0 - c[:, self.pos] @ self.steps[self.pos] / (c @ self.steps)}
+            if self.psi1:
+                out["accuracy"] = c @ self.correct / (c @ self.psi1_steps)
+            else:
+                rows = max(1, self.CHUNK // max(1, self.s.size))
+                out["accuracy"] = np.concatenate([self._median_accuracy(c[i:i + rows])
+                                                  for i in range(0, len(c), rows)]) if len(c) else np.zeros(0)
+        return out
+
+    def auroc(self, counts: np.ndarray) -> np.ndarray:
+        """The per-step AUROC of each resample (NaN where one outcome class is missing)."""
+        c = np.asarray(counts, float)
+        cp, cn = c[:, self.pos], c[:, self.neg]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return ((cp @ self.k) * cn).sum(1) / ((cp @ self.steps[self.pos]) * (cn @ self.steps[self.neg]))
+
+    def _median_accuracy(self, c: np.ndarray) -> np.ndarray:
+        """Accuracy of 'above the median of the pooled steps (np.median of the multiset) succeeds'."""
+        if not self.s.size:
+            return np.full(len(c), math.nan)
+        w = c[:, self.ep]
+        cum = np.cumsum(w, axis=1)
+        m = cum[:, -1].astype(int)
+        at = lambda k: self.s[np.minimum(np.argmax(cum > k[:, None], axis=1), self.s.size - 1)]  # noqa: E731
+        median = np.where(m % 2 == 1, at((m - 1) // 2), 0.5 * (at(m // 2 - 1) + at(m // 2)))
+        return (w * ((self.s[None, :] > median[:, None]) == self.y[None, :])).sum(1) / cum[:, -1]
+
+
+def _interval(values: np.ndarray, draws: int) -> tuple[float, float]:
+    """The 95% percentile interval of the finite draws, or NaNs when fewer than half are finite."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    return (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) if v.size >= draws // 2 else (
+        math.nan, math.nan)
+
+
 def bootstrap(agent: str, by_seed: Sequence[Sequence[dict[str, Any]]], draws: int = DRAWS, seed: int = 0,
               ) -> dict[str, tuple[float, float]]:
     """95% percentile intervals of `figures` by resampling seeds, then episodes within each seed."""
     rng = np.random.default_rng(seed)
-    samples: dict[str, list[float]] = {}
-    seeds = [_with_arrays(s) for s in by_seed if s]
+    seeds = [list(s) for s in by_seed if s]
     if not seeds:
         return {}
-    for _ in range(draws):
-        picked = [seeds[i] for i in rng.integers(0, len(seeds), len(seeds))]
-        eps = [e for s in picked for e in (s[j] for j in rng.integers(0, len(s), len(s)))]
-        for k, v in figures(agent, eps).items():
-            samples.setdefault(k, []).append(v)
-    out = {}
-    for k, vals in samples.items():
-        v = np.asarray(vals, float)
-        v = v[np.isfinite(v)]
-        out[k] = (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) if v.size >= draws // 2 else (
-            math.nan, math.nan)
-    return out
+    first = np.cumsum([0] + [len(s) for s in seeds])
+    counts = np.zeros((draws, first[-1]))
+    for d in range(draws):
+        drawn = [first[i] + rng.integers(0, len(seeds[i]), len(seeds[i]))
+                 for i in rng.integers(0, len(seeds), len(seeds))]
+        counts[d] = np.bincount(np.concatenate(drawn), minlength=first[-1])
+    pool = _Pool(agent, [e for s in seeds for e in s])
+    return {k: _interval(v, draws) for k, v in pool.figures(counts).items()}
 
 
 def paired(muse: Sequence[dict[str, Any]], dreamer: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
@@ -113,8 +180,7 @@ def paired(muse: Sequence[dict[str, Any]], dreamer: Sequence[dict[str, Any]], se
 
     key = lambda e: (e.get("seed"), e["task"], e["episode"])
     d = {key(e): e for e in dreamer}
-    pairs = [(m, d[key(m)]) for m in _with_arrays(muse) if key(m) in d]
-    pairs = [(m, x) for (m, _), x in zip(pairs, _with_arrays([x for _, x in pairs]), strict=True)]
+    pairs = [(m, d[key(m)]) for m in muse if key(m) in d]
     if not pairs:
         return {"pairs": 0}
     a = np.array([bool(m["success"]) for m, _ in pairs])
@@ -122,17 +188,11 @@ def paired(muse: Sequence[dict[str, Any]], dreamer: Sequence[dict[str, Any]], se
     only_m, only_d = int(np.sum(a & ~b)), int(np.sum(~a & b))
     p = float(stats.binomtest(only_m, only_m + only_d, 0.5).pvalue) if only_m + only_d else 1.0
     rng = np.random.default_rng(seed)
-    diffs = []
-    for _ in range(DRAWS):
-        idx = rng.integers(0, len(pairs), len(pairs))
-        m_eps, d_eps = [pairs[i][0] for i in idx], [pairs[i][1] for i in idx]
-        diffs.append(_auroc(*step_arrays(m_eps)) - _auroc(*step_arrays(d_eps)))
-    v = np.asarray(diffs)
-    v = v[np.isfinite(v)]
-    ci = (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) if v.size >= DRAWS // 2 else (
-        math.nan, math.nan)
+    counts = np.stack([np.bincount(rng.integers(0, len(pairs), len(pairs)), minlength=len(pairs))
+                       for _ in range(DRAWS)])
+    diffs = _Pool("muse", [m for m, _ in pairs]).auroc(counts) - _Pool("muse", [x for _, x in pairs]).auroc(counts)
     return {"pairs": len(pairs), "muse_only": only_m, "dreamer_only": only_d, "mcnemar_p": p,
-            "auroc_difference_ci95": ci}
+            "auroc_difference_ci95": _interval(diffs, DRAWS)}
 
 
 def _json_object(path: Path, what: str) -> dict[str, Any]:

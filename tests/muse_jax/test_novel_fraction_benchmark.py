@@ -110,7 +110,7 @@ def test_page_pools_checkpoints_pairing_each_seed_only_with_itself(tmp_path, mon
     pooled = page.split("## All checkpoints pooled: 2 checkpoints, 4 paired runs")[1]
     # 2 checkpoints x 2 seeds x 40 episodes per arm: seeds 0 and 1 of the two checkpoints are kept apart
     assert "| `uniform` | " in pooled and "/160 |" in pooled and " 160 paired episodes" in pooled
-    assert f"`{tmp_path / 'runs' / 'ck_a'}` (ck_a.jsonl)" in pooled
+    assert f"`{tmp_path / 'runs' / 'ck_a'}`" in pooled and "`docs/novel_fraction/ck_b.jsonl`" in pooled
     # paired with its own uniform run, no episode's success differs; paired across checkpoints, some would
     assert "`novel_fraction_0.5` alone 0, `uniform` alone 0" in pooled
     assert "excludes zero for 1 of the 2 checkpoints" in pooled  # ck_a's head separates, ck_b's does not

@@ -67,6 +67,26 @@ def test_table1_intervals_cover_the_point_and_pairs_match_by_seed_task_episode()
     assert not math.isnan(p["mcnemar_p"])
 
 
+@pytest.mark.parametrize("agent", ["muse", "dreamer"])
+def test_a_weighted_resample_scores_what_its_concatenated_episodes_score(agent):
+    """The bootstrap scores a resample by how often each episode was drawn; with tied scores, repeated
+    episodes and a one-class draw it must give `figures` of the resampled episodes themselves."""
+    rng = np.random.default_rng(1)
+    eps = [dict(_ep("a", i, bool(i % 3 == 0), 0.0, steps=int(rng.integers(1, 9))), seed=i % 2) for i in range(12)]
+    for e in eps:  # few distinct values: many ties across and within episodes
+        e["signal"] = [float(v) for v in rng.integers(0, 4, len(e["signal"]))]
+        e["psi1"] = [float(v) for v in rng.random(len(e["signal"]))]
+    pool = T._Pool(agent, eps)
+    draws = [rng.integers(0, len(eps), len(eps)) for _ in range(25)] + [np.array([1, 2, 2, 4])]  # last: no success
+    counts = np.stack([np.bincount(d, minlength=len(eps)) for d in draws])
+    fast = pool.figures(counts)
+    for row, d in enumerate(draws):
+        slow = T.figures(agent, [eps[i] for i in d])
+        for k, v in slow.items():
+            assert (math.isnan(v) and math.isnan(fast[k][row])) or fast[k][row] == pytest.approx(v, abs=1e-12), k
+    assert math.isnan(fast["auroc"][-1])
+
+
 def test_table1_line_keeps_what_the_page_needs(tmp_path):
     import json
 
