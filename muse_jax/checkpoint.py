@@ -333,6 +333,7 @@ class Checkpointer:
                                                enable_async_checkpointing=False, multiprocessing_options=hosts,
                                                cleanup_tmp_directories=not read_only)
         self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=_ITEMS)
+        self._failed_steps: set[int] = set()
         if not read_only:
             self._roll_forward()
 
@@ -406,15 +407,23 @@ class Checkpointer:
     def step_dir(self, step: int) -> Path:
         return self.directory / str(int(step))
 
-    def _write_failure(self, step: int, error: OSError) -> str:
-        """Clean the half-written step (so its space comes back) and describe what is kept and what to free."""
-        for _ in range(20):  # orbax's worker threads may still be writing into it for a moment
+    def _remove_half_written(self, step: int, *, quiet_checks: int = 5) -> None:
+        """Remove a failed step's tmp folder. Orbax's worker threads may still create files in it for a moment
+        after the save raised, so it counts as gone only once it stayed absent for `quiet_checks` looks."""
+        absent = 0
+        for _ in range(50):
             left = list(self.directory.glob(f"{step}.orbax-checkpoint-tmp*"))
-            if not left:
-                break
+            absent = 0 if left else absent + 1
+            if absent >= quiet_checks:
+                return
             for p in left:
                 shutil.rmtree(p, ignore_errors=True)
             time.sleep(0.1)
+
+    def _write_failure(self, step: int, error: OSError) -> str:
+        """Clean the half-written step (so its space comes back) and describe what is kept and what to free."""
+        self._failed_steps.add(step)
+        self._remove_half_written(step)
         kept = [s for s in self.all_steps() if s != step]
         last = kept[-1] if kept else None
         need = _tree_bytes(self.step_dir(last)) if last is not None else 0
@@ -534,6 +543,8 @@ class Checkpointer:
 
     def close(self) -> None:
         self._manager.close()
+        for step in sorted(self._failed_steps):  # orbax's threads have stopped: nothing recreates the folder now
+            self._remove_half_written(step, quiet_checks=1)
 
     def __enter__(self) -> Checkpointer:
         return self

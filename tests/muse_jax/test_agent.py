@@ -56,8 +56,9 @@ def test_bad_mode_is_named(trained):
 
 
 def test_create_learner_is_one_program_with_the_eager_values(make_config):
-    """create_learner initialises under one jit (89 tiny eager compilations before): the same
-    values as building the Learner eagerly, bit for bit, with a distinct buffer per leaf (donation)."""
+    """create_learner initialises under one jit (89 tiny eager compilations before): the same values
+    as building the Learner eagerly (bit for bit at XLA's default level, within a few ulps under the
+    suite's O0), with a distinct buffer per leaf (donation)."""
     from jax import monitoring
 
     cfg = make_config(**{"model.units": 24})  # a shape no other test builds: nothing is in jit's cache
@@ -78,7 +79,11 @@ def test_create_learner_is_one_program_with_the_eager_values(make_config):
     _, eager = ag.nnx.split(ag.Learner(cfg, spec, ag.nnx.Rngs(params=7)))
     assert jax.tree.structure(learner.state) == jax.tree.structure(eager)
     for a, b in zip(jax.tree.leaves(learner.state), jax.tree.leaves(eager), strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        a, b = np.asarray(a), np.asarray(b)
+        if np.issubdtype(a.dtype, np.floating):  # bit for bit at XLA's default level; the suite's O0 rounds the
+            np.testing.assert_array_max_ulp(a, b, maxulp=4)  # fused and unfused programs an ulp apart
+        else:
+            np.testing.assert_array_equal(a, b)
     pointers = [x.unsafe_buffer_pointer() for x in jax.tree.leaves(learner.state) if x.size]
     assert len(set(pointers)) == len(pointers)
 
