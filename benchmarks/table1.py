@@ -90,7 +90,10 @@ class _Pool:
 
     CHUNK = 4_000_000  # draws x steps held at once for the median threshold
 
-    def __init__(self, agent: str, episodes: Sequence[dict[str, Any]]):
+    def __init__(self, episodes: Sequence[dict[str, Any]], agent: str | None = None):
+        """agent: whose accuracy reading `figures` gives (MUSE's psi1 > 0.5, else the median threshold);
+        None for a pool that is only asked for its AUROC (the paired difference)."""
+        self.episodes, self.agent = episodes, agent
         signals = [np.asarray(e["signal"], float) for e in episodes]
         self.success = np.array([bool(e["success"]) for e in episodes])
         self.steps = np.array([len(x) for x in signals], float)
@@ -103,13 +106,21 @@ class _Pool:
             t = np.sort(signals[f])
             lo, hi = np.searchsorted(t, scores, "left"), np.searchsorted(t, scores, "right")
             self.k[:, j] = np.bincount(owner, lo + 0.5 * (hi - lo), minlength=len(above))
-        self.psi1 = agent == "muse" and all("psi1" in e for e in episodes)
+
+    def _prepare_accuracy(self) -> None:
+        """What the accuracy reading needs, made once on the first `figures` call."""
+        if hasattr(self, "psi1"):
+            return
+        if self.agent is None:
+            raise ValueError("_Pool: give the agent to read an accuracy (only the AUROC is agent-free)")
+        episodes = self.episodes
+        self.psi1 = self.agent == "muse" and all("psi1" in e for e in episodes)
         if self.psi1:
             self.correct = np.array([np.sum((np.asarray(e["psi1"], float) > 0.5) == bool(e["success"]))
                                      for e in episodes], float)
             self.psi1_steps = np.array([len(e["psi1"]) for e in episodes], float)
         else:  # the median threshold needs the pooled steps in score order
-            s = np.concatenate(signals) if signals else np.zeros(0)
+            s = np.concatenate([np.asarray(e["signal"], float) for e in episodes]) if episodes else np.zeros(0)
             order = np.argsort(s, kind="stable")
             self.s = s[order]
             self.ep = np.repeat(np.arange(len(episodes)), self.steps.astype(int))[order]
@@ -117,6 +128,7 @@ class _Pool:
 
     def figures(self, counts: np.ndarray) -> dict[str, np.ndarray]:
         """`figures` of each resample; counts: [draws, episodes], how often each episode was drawn."""
+        self._prepare_accuracy()
         c = np.asarray(counts, float)
         with np.errstate(invalid="ignore", divide="ignore"):
             out = {"success_rate": c @ self.success / c.sum(1), "auroc": self.auroc(c),
@@ -169,7 +181,7 @@ def bootstrap(agent: str, by_seed: Sequence[Sequence[dict[str, Any]]], draws: in
         drawn = [first[i] + rng.integers(0, len(seeds[i]), len(seeds[i]))
                  for i in rng.integers(0, len(seeds), len(seeds))]
         counts[d] = np.bincount(np.concatenate(drawn), minlength=first[-1])
-    pool = _Pool(agent, [e for s in seeds for e in s])
+    pool = _Pool([e for s in seeds for e in s], agent)
     return {k: _interval(v, draws) for k, v in pool.figures(counts).items()}
 
 
@@ -190,7 +202,7 @@ def paired(muse: Sequence[dict[str, Any]], dreamer: Sequence[dict[str, Any]], se
     rng = np.random.default_rng(seed)
     counts = np.stack([np.bincount(rng.integers(0, len(pairs), len(pairs)), minlength=len(pairs))
                        for _ in range(DRAWS)])
-    diffs = _Pool("muse", [m for m, _ in pairs]).auroc(counts) - _Pool("muse", [x for _, x in pairs]).auroc(counts)
+    diffs = _Pool([m for m, _ in pairs]).auroc(counts) - _Pool([x for _, x in pairs]).auroc(counts)
     return {"pairs": len(pairs), "muse_only": only_m, "dreamer_only": only_d, "mcnemar_p": p,
             "auroc_difference_ci95": _interval(diffs, DRAWS)}
 

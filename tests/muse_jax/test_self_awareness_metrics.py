@@ -76,7 +76,7 @@ def test_a_weighted_resample_scores_what_its_concatenated_episodes_score(agent):
     for e in eps:  # few distinct values: many ties across and within episodes
         e["signal"] = [float(v) for v in rng.integers(0, 4, len(e["signal"]))]
         e["psi1"] = [float(v) for v in rng.random(len(e["signal"]))]
-    pool = T._Pool(agent, eps)
+    pool = T._Pool(eps, agent)
     draws = [rng.integers(0, len(eps), len(eps)) for _ in range(25)] + [np.array([1, 2, 2, 4])]  # last: no success
     counts = np.stack([np.bincount(d, minlength=len(eps)) for d in draws])
     fast = pool.figures(counts)
