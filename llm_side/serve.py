@@ -76,8 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import importlib.util
 
         if importlib.util.find_spec("llama_cpp") is None:
-            raise RuntimeError("llama-cpp-python is not installed: run scripts/setup.sh (it builds "
-                               "llama-cpp-python[server] portably)")
+            raise RuntimeError("llama-cpp-python is not installed: run MUSE_SETUP_SERVER=1 bash scripts/setup.sh "
+                               "(it builds llama-cpp-python[server] portably, ~10 minutes on 2 cores)")
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"muse-llm serve: error: {exc}", file=sys.stderr)
         return 2

@@ -41,9 +41,13 @@ for extra in ${MUSE_SETUP_MODELS:-}; do
 done
 # Plancraft (a Minecraft crafting benchmark): its data and env code only; see pyproject for why --no-deps.
 "${PIP[@]}" --no-deps "plancraft==0.4.9"
-# llama.cpp's OpenAI-compatible server for the remote-backend test, built portable (no -march=native).
-if ! .venv/bin/python -c "import llama_cpp.server" >/dev/null 2>&1; then
-  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+# llama.cpp's OpenAI-compatible server (`muse-llm serve`, and the real-server test, which skips without it):
+# optional, MUSE_SETUP_SERVER=1 bash scripts/setup.sh, because compiling it is ~10 minutes on 2 cores, the
+# longest step of a fresh setup (not in CI). Built portable (no -march=native) and text-only: LLAVA_BUILD=OFF
+# skips the multimodal library no packaged model uses (~15% of the compiling).
+if [[ "${MUSE_SETUP_SERVER:-0}" == 1 ]] && ! .venv/bin/python -c "import llama_cpp.server" >/dev/null 2>&1; then
+  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF" \
     "${PIP[@]}" "llama-cpp-python[server]==0.3.36"
 fi
 echo "[setup] done: $(.venv/bin/python --version), $(.venv/bin/python -c 'import jax, torch; print("jax", jax.__version__, "torch", torch.__version__)')"

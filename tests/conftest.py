@@ -28,19 +28,33 @@ os.environ.setdefault("MUSE_LLM_MODEL", "smollm2")  # the installed test model; 
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def _memory_mappings() -> tuple[int, int]:
+    """(mappings this process holds, the kernel's limit per process), or (0, 0) where /proc cannot tell."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            held = sum(1 for _ in f)
+        return held, int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return 0, 0
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _release_compiled_code_after_each_module():
-    """Drop every compiled XLA executable when a test module ends.
+def _release_compiled_code_when_mappings_run_high():
+    """Drop every compiled XLA executable when a test module ends with a third of the process's memory
+    mappings used (or where /proc cannot tell).
 
     Why: each CPU executable holds a handful of memory mappings, and the kernel allows 65,530 per
     process (`vm.max_map_count`). The whole suite compiles thousands of programs in one process, and
     at ~96% of it XLA's compiler aborted or segfaulted in two fresh-clone CI runs (never in a module
-    run alone). Releasing the jit caches between modules keeps the mapping count bounded.
+    run alone). Releasing them only when the count runs high lets later modules reuse the train steps
+    earlier ones compiled for the same model (memo_jit), instead of recompiling them module by module.
     """
     yield
     try:
         import jax
     except ImportError:
         return
-    jax.clear_caches()
+    held, limit = _memory_mappings()
+    if not limit or held > limit // 3:
+        jax.clear_caches()
     gc.collect()

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "step_breakdown.py"
 PARTS = ("full", "wm_fwd", "wm_grad", "obs_fwd", "obs_grad", "imag_fwd", "ac_fwd", "ac_grad", "opt")
 
 
+@pytest.mark.long  # a speed script's smoke run
 def test_tiny_breakdown_prints_every_part_with_positive_shares():
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, str(SCRIPT), "--size", "nano", "--batch", "2", "--seq", "4", "--steps", "1"],

@@ -61,6 +61,7 @@ def _after_new_metrics(path: Path, delay_s: float) -> Callable[[], bool]:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # test_kills_right_after_checkpoints_lose_no_env_step runs in CI
 def test_pretrain_killed_repeatedly_resumes_to_uninterrupted_counters(tmp_path: Path, pretrained_run: Path) -> None:
     logdir = tmp_path / "killed"
     ckdir, metrics, log = logdir / "checkpoints", logdir / "metrics.jsonl", tmp_path / "killed.log"

@@ -14,7 +14,8 @@ import pytest
 
 from muse_common.files import read_jsonl
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+# long: test_pipeline_alfworld.py runs every stage in CI; this unscripted variant (expert seeding) is `pytest -m long`
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 
 def test_alfworld_pipeline_seeds_the_expert_trains_and_deploys(tmp_path, capsys):

@@ -85,6 +85,7 @@ def test_bad_flags_are_rejected(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # test_seeds.py pins the vmapped seeds against one-seed runs
 def test_seeds_flag_times_n_seeds_in_one_vmapped_step_beside_one_seed():
     record, _ = _run("--size", "tiny", "--batch", "4", "--seq", "16", "--steps", "2", "--seeds", "3", "--json")
     assert record["seeds"] == 3 and len(record["seeds_train_step_times_s"]) == 2
@@ -94,6 +95,7 @@ def test_seeds_flag_times_n_seeds_in_one_vmapped_step_beside_one_seed():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # test_parallel.py pins the sharded step against one device
 def test_host_devices_flag_shards_the_step_over_host_devices_with_the_one_device_loss():
     """`--host-devices 2` (docs/speed.md: data parallel over the CPU's cores) trains on 2 host devices and ends
     with the 1-device run's loss up to float32 reordering (the warm-up step and the timed step alike)."""

@@ -128,6 +128,7 @@ def _pretrain_two_processes(logdir: Path, env_steps: int) -> list[list[dict]]:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the two-process train step test below runs in CI
 def test_muse_wm_pretrain_on_two_processes_trains_exits_and_resumes(tmp_path: Path):
     logdir = tmp_path / "run"
     first = _pretrain_two_processes(logdir, 80)

@@ -39,6 +39,7 @@ def test_every_speed_benchmark_documents_its_flags(script, flag):
     assert flag in proc.stdout
 
 
+@pytest.mark.long  # a speed script's smoke run; test_regulation.py pins the strategies
 def test_regulation_scaling_times_every_strategy_at_every_env_count():
     rec = _last_json(_run("regulation_scaling.py", "--size", "nano", "--envs", "1", "16", "--steps", "2",
                           "--set", "regulation.horizon=2", "--set", "regulation.num_rollouts=2",
@@ -128,6 +129,7 @@ def test_collect_overhead_bad_config_is_one_line():
     assert "Traceback" not in proc.stderr and "collect_overhead:" in proc.stderr
 
 
+@pytest.mark.long  # a speed script's smoke run
 def test_official_speed_ours_only_records_startup_and_step_times():
     """benchmarks/official/speed.py --ours-only (a machine without the official code, e.g. a GPU lease):
     one record per size with the time to the first update, then the summary."""
