@@ -18,6 +18,7 @@ COUNTERS = ("episode", "length", "env_step_start", "env_step_end", "train_step_s
 
 
 @pytest.mark.slow
+@pytest.mark.long  # test_pretrain_adapt.py adapts two tasks side by side, episode by episode
 def test_vmapped_and_one_at_a_time_adapt_time_and_agree_on_the_protocol(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu", MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
     proc = subprocess.run([sys.executable, str(SCRIPT), "--pretrain-config", "smoke", "--tasks", "2",

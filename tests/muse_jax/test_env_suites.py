@@ -96,8 +96,10 @@ def _rows(run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("suite,task,proprio,frames", [("dmc", "cartpole-swingup", 5, 40),
-                                                       ("gym", "Pendulum-v1", 3, 40)])
+@pytest.mark.parametrize("suite,task,proprio,frames", [
+    ("dmc", "cartpole-swingup", 5, 40),
+    pytest.param("gym", "Pendulum-v1", 3, 40, marks=pytest.mark.long),  # long: the DMC run pins the same loop
+])
 def test_pretrain_on_suite_with_resume(tmp_path, capsys, suite, task, proprio, frames):
     """Tiny budget: episodes of `frames` frames, train from step 100; killed at 200, resumed to 300."""
     run = tmp_path / "run"

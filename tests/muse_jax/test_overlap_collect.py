@@ -161,6 +161,7 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # four 300-step pre-trainings; the tests above pin the overlapped policy's one-step lag
 def test_overlapped_pretraining_trains_and_is_the_same_twice(runs):
     cfg, out = runs
     state, counters, lines = out["a"]
@@ -171,6 +172,7 @@ def test_overlapped_pretraining_trains_and_is_the_same_twice(runs):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the same four pre-trainings
 def test_overlapped_pretraining_resumes_after_a_stop_the_same_way_twice(runs):
     cfg, out = runs
     _same(out["c"], out["d"])

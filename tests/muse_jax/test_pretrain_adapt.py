@@ -310,6 +310,7 @@ def test_image_episodes_flow_into_replay_batches(cfg):
     np.testing.assert_array_equal(first["action"][1], 0.5)
 
 
+@pytest.mark.long  # test_replay.py pins the online queue
 def test_online_replay_puts_fresh_chunks_into_pretraining_batches(cfg, tmp_path, monkeypatch):
     """`replay.online: true` reaches pre-training's replay, and its batches then take the fresh chunks."""
     from muse_jax.replay import Replay

@@ -69,6 +69,7 @@ def test_collect_overhead_compares_collector_and_raw_env_on_the_same_envs():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a speed script's smoke run
 def test_collect_overhead_loop_times_a_learning_run_with_and_without_overlap(tmp_path):
     proc = _run("collect_overhead.py", "--loop", "--config", "smoke", "--updates", "3", "--warmup-updates", "1",
                 TMPDIR=str(tmp_path))
