@@ -94,7 +94,7 @@ class _Pool:
         """agent: whose accuracy reading `figures` gives (MUSE's psi1 > 0.5, else the median threshold);
         None for a pool that is only asked for its AUROC (the paired difference)."""
         self.episodes, self.agent = episodes, agent
-        signals = [np.asarray(e["signal"], float) for e in episodes]
+        self.signals = signals = [np.asarray(e["signal"], float) for e in episodes]
         self.success = np.array([bool(e["success"]) for e in episodes])
         self.steps = np.array([len(x) for x in signals], float)
         self.pos, self.neg = np.flatnonzero(self.success), np.flatnonzero(~self.success)
@@ -120,7 +120,7 @@ class _Pool:
                                      for e in episodes], float)
             self.psi1_steps = np.array([len(e["psi1"]) for e in episodes], float)
         else:  # the median threshold needs the pooled steps in score order
-            s = np.concatenate([np.asarray(e["signal"], float) for e in episodes]) if episodes else np.zeros(0)
+            s = np.concatenate(self.signals) if self.signals else np.zeros(0)
             order = np.argsort(s, kind="stable")
             self.s = s[order]
             self.ep = np.repeat(np.arange(len(episodes)), self.steps.astype(int))[order]

@@ -11,7 +11,7 @@ import pytest
 
 # Why: the suite's time is mostly XLA compiling tiny models; at backend optimisation level 0 that takes about
 # half as long (tests/muse_jax/test_rssm.py: 140 s -> 70 s). Results differ from the default level only in the
-# last bits of float32 rounding, so a test comparing two programs' floats allows an ulp. Subprocesses inherit it.
+# last bits of float32 rounding, so a test comparing two programs' floats allows a few ulps. Subprocesses inherit it.
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(tempfile.gettempdir()) / "muse-jax-tests-xla-cache"))
