@@ -312,7 +312,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             "size": args.size, "batch": args.batch, "seq": args.seq, "obs_dim": args.obs_dim, "act_dim": args.act_dim,
             "dtype": cfg.model.compute_dtype, "observe_unroll": cfg.model.observe_unroll,
             "imag_horizon": cfg.behavior.imag_horizon, "imag_unroll": cfg.behavior.imag_unroll,
-            "observe_remat": cfg.model.observe_remat,
+            "observe_remat": cfg.model.observe_remat, "observe_param_grads": cfg.model.observe_param_grads,
             "overrides": list(args.set), "jax": jax.__version__, "code": git_commit()}
     records = []
     for variant in (args.command_buffer or ["default"]) if cuda else ["n/a"]:

@@ -21,6 +21,7 @@ from flax import nnx
 
 from muse_jax import dists
 from muse_jax.nets import MLP, BlockGRU, Dtype
+from muse_jax.scan_grads import scan_with_param_grads_after
 
 State = dict[str, jax.Array]
 
@@ -93,7 +94,8 @@ class RSSM(nnx.Module):
     # --------------------------------------------------------------------- sequences
 
     def observe(self, state: State, action_BxTxA: jax.Array, embed_BxTxE: jax.Array, is_first_BxT: jax.Array,
-                key: jax.Array, unroll: int = 1, remat: str = "none") -> tuple[State, dict[str, jax.Array]]:
+                key: jax.Array, unroll: int = 1, remat: str = "none", param_grads_after: bool = False,
+                ) -> tuple[State, dict[str, jax.Array]]:
         """Posterior filtering over T with lax.scan (`unroll` steps per loop iteration: the same sums,
         fewer loop round trips; `model.observe_unroll`). `remat` ("none", "dots", "nothing";
         `model.observe_remat`) is what the backward pass finds stored per step rather than recomputes.
@@ -109,16 +111,23 @@ class RSSM(nnx.Module):
         u_TxBxSx1 = jax.vmap(lambda k: dists.categorical_uniform(k, (B, self.stoch)))(jax.random.split(key, T))
         act_TxBxH, embed_TxBxH = self._obs_inputs(swap(action_BxTxA), swap(embed_BxTxE), keep_TxB)
 
-        def step(carry: State, inp: tuple[jax.Array, ...]) -> tuple[State, tuple[jax.Array, ...]]:
-            carry, logits = self._obs_step(carry, *inp)
+        graphdef, params = nnx.split(self, nnx.Param)
+
+        def step(p: Any, carry: State, inp: tuple[jax.Array, ...]) -> tuple[State, tuple[jax.Array, ...]]:
+            carry, logits = nnx.merge(graphdef, p)._obs_step(carry, *inp)
             return carry, (carry["deter"], carry["stoch"], logits)
 
-        if remat != "none":
-            policy = {"dots": jax.checkpoint_policies.dots_saveable,
-                      "nothing": jax.checkpoint_policies.nothing_saveable}[remat]
-            step = jax.checkpoint(step, prevent_cse=False, policy=policy)  # in a scan, CSE is no concern
-        last, (deter, stoch, post) = jax.lax.scan(
-            step, state, (act_TxBxH, embed_TxBxH, keep_TxB, u_TxBxSx1), unroll=min(unroll, T))
+        policy = None if remat == "none" else {"dots": jax.checkpoint_policies.dots_saveable,
+                                               "nothing": jax.checkpoint_policies.nothing_saveable}[remat]
+        xs = (act_TxBxH, embed_TxBxH, keep_TxB, u_TxBxSx1)
+        if param_grads_after:
+            last, (deter, stoch, post) = scan_with_param_grads_after(step, params, state, xs, unroll=min(unroll, T),
+                                                                      remat_policy=policy)
+        else:
+            body = lambda c, i: step(params, c, i)
+            if policy is not None:
+                body = jax.checkpoint(body, prevent_cse=False, policy=policy)  # in a scan, CSE is no concern
+            last, (deter, stoch, post) = jax.lax.scan(body, state, xs, unroll=min(unroll, T))
         deter, stoch, post = swap(deter), swap(stoch), swap(post)
         prior = self.prior_logits(deter)
         return last, dict(deter=deter, stoch=stoch, post=post, prior=prior)

@@ -144,7 +144,8 @@ class WorldModel(nnx.Module):
         embed = self.encode(batch)
         loops = loops_for(self.cfg, jax.default_backend())  # `auto`: the backend's measured setting
         _, post = self.rssm.observe(self.start_state(batch), action, embed, is_first, key,
-                                   unroll=loops.observe_unroll, remat=loops.observe_remat)
+                                   unroll=loops.observe_unroll, remat=loops.observe_remat,
+                                   param_grads_after=loops.observe_param_grads == "after_loop")
         feat = feature(post["deter"], post["stoch"]).reshape(B * T, -1)
         losses: dict[str, jax.Array] = {}
         if self.img_dec is not None:

@@ -31,6 +31,7 @@ CONFIG_KEYS_FREE_ON_RESUME = (
     "optim.lr", "optim.warmup", "optim.agc", "replay.capacity", "regulation.carry_regulated_state",
     "train.sa_window",
     "model.observe_unroll", "behavior.imag_unroll", "model.observe_remat",  # how loops compile, not what they do
+    "model.observe_param_grads",
     "regulation.effect_diagnostics",  # what a decision reports, not what it does
 )
 """Settings a resumed run may change (extend training, with replay room to match; lower a learning rate
@@ -42,7 +43,7 @@ KEYS_ADDED_WITH_OLD_BEHAVIOUR: dict[str, Any] = {
     "replay.online": False, "model.hidden_bias": False, "replay.unfinished": False,
     "behavior.split_policy_out": False, "model.observe_unroll": 1, "behavior.imag_unroll": 1,
     "model.competence_reading": "steps_left", "train.overlap_collect": False,
-    "regulation.effect_diagnostics": True, "model.observe_remat": "none"}
+    "regulation.effect_diagnostics": True, "model.observe_remat": "none", "model.observe_param_grads": "in_loop"}
 """Settings added after runs were saved, with the value that reproduces what the code did before they
 existed: a saved config that lacks one of them counts as holding this value on resume (a key added with a
 new behaviour as its default is not listed, so an older run is refused rather than resumed differently)."""

@@ -113,6 +113,12 @@ class ModelConfig:
     outputs and recomputes the elementwise ops in the backward pass (`jax.checkpoint` with
     `checkpoint_policies.dots_saveable`); "nothing" recomputes the whole step. Speed only, the same numbers.
     `auto` (the default): "dots" on a GPU, "none" elsewhere (`muse_jax/config/loops.py`)."""
+    observe_param_grads: Literal["auto", "in_loop", "after_loop"] = "auto"
+    """Where the observe scan's backward pass takes the RSSM parameters' gradient: "in_loop" (plain
+    `lax.scan` autodiff: each step adds its own weight gradients, small matmuls and reductions of 16 rows);
+    "after_loop" (the loop carries only the state's cotangent, and the parameter gradient is one batched
+    vector-Jacobian product over all T steps after it: `muse_jax/scan_grads.py`). Speed only, the same
+    numbers to float32 reordering. `auto` (the default): "after_loop" on a GPU, "in_loop" elsewhere."""
     hidden_bias: bool = True
     """Give every hidden Linear layer (MLP layers of encoder, decoder, heads, actor, critic; the RSSM's
     prior/posterior layers and GRU input embeddings) a zero-initialised bias, as dreamerv3 3.3.1 does
