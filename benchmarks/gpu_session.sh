@@ -7,7 +7,8 @@
 # Why a script: GPU machines come in short leases, bare, without a package registry. This installs the
 # wheels carried in .whl/ (if any), checks the environment, then times the jitted train step
 # (benchmarks/official/speed.py: compile, time-to-first-update, median step, process CPU seconds) at
-# size12m and size1m at float32 (this project's GPU default, `auto` scans), a learning run's updates/s
+# size12m and size1m at float32 (this project's GPU default, `auto` scans) and with the observe scan's weight
+# gradients in its loop (the control for `auto`'s newest part), a learning run's updates/s
 # against its train step (benchmarks/collect_overhead.py --loop), both sizes at bfloat16, size12m against
 # the official with its deterministic GPU ops off, 5 seeds in one step against one (wm_throughput.py
 # --seeds), and, with time left, this project's side with the rolled scans and each half of `auto`, fully
@@ -21,7 +22,7 @@
 # Output: JSON lines in $OUT/gpu_session.jsonl (the device tool's $OUT; else runs/gpu_session/), one per
 # (size, dtype, setting), plus env.json and the log. Budget: SESSION_SECONDS (default 300) wall seconds;
 # a step that would not fit is skipped and says so. SKIP names stages to leave out (a second call:
-# SKIP="f32 loop"): f32 loop bf16 nondet seeds variants unroll64 breakdown seeds_unroll. BF16_SIZES names
+# SKIP="f32 loop"): f32 grads loop bf16 nondet seeds variants unroll64 breakdown seeds_unroll. BF16_SIZES names
 # the sizes of the bf16 stage (default: both).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -110,6 +111,13 @@ pairs() {  # pairs DTYPE SIZE...: one dtype (the official side builds its replay
 }
 want() { [[ " ${SKIP:-} " != *" $1 "* ]] || { say "skip $1 (SKIP)"; false; }; }  # SKIP="f32 loop" for a second call
 want f32 && pairs float32 "${SIZES[@]}"
+# the control for `auto`'s newest part: the observe scan's weight gradients inside its backward loop (plain scan
+# autodiff) instead of after it (`model.observe_param_grads`, docs/speed.md "Weight gradients after the loop"),
+# this project's side alone, against the official step of the pairs above
+want grads && for size in "${SIZES[@]}"; do
+  run "$size float32 (weight grads in the loop)" "${EXPECT[$size]}" --size "$size" --dtype float32 --ours-only \
+    --set model.observe_param_grads=in_loop
+done
 # a learning run's updates/s against its own train step, with and without train.overlap_collect (docs/speed.md,
 # "Acting while training"; needs Meta-World on the machine), with the time left
 LOOP=(--config quickstart --set model.size=size1m --set train.train_ratio=512 --updates 40); LOOP_S=180

@@ -94,7 +94,8 @@ def part_programs(cfg: Config, graphdef: Any, state: Any, batch: Batch, key: jax
     def observe(rssm: RSSM, embed: jax.Array, b: Batch, k: jax.Array) -> tuple[jax.Array, ...]:
         _, post = rssm.observe(rssm.initial(B), jnp.asarray(b["action"], jnp.float32), embed,
                                jnp.asarray(b["is_first"], bool), k, unroll=loops.observe_unroll,
-                               remat=loops.observe_remat)
+                               remat=loops.observe_remat,
+                               param_grads_after=loops.observe_param_grads == "after_loop")
         return post["deter"], post["stoch"], post["post"]
 
     def obs_fwd(s: Any, embed: jax.Array, b: Batch, k: jax.Array) -> tuple[jax.Array, ...]:

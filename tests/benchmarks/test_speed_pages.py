@@ -45,11 +45,23 @@ def test_auto_ratios_are_per_dtype() -> None:
     assert r == {"float32": {"size12m": pytest.approx(32 / 18)}, "bfloat16": {"size12m": pytest.approx(28 / 15)}}
 
 
+def test_a_record_from_before_a_setting_existed_counts_as_the_gpu_default_of_its_time() -> None:
+    """Lease 3 timed `auto` before `model.observe_param_grads` existed: its records name three loop settings,
+    all the GPU default's, and stay the headline; a record naming the fourth as something else is a variant."""
+    before = {k: AUTO[k] for k in ROLLED}
+    r = [record("size12m", "float32", 18.0, 32.0, before),
+         record("size12m", "float32", 20.0, None, before | {"observe_param_grads": "in_loop"})]
+    assert auto_ratios(r) == {"float32": {"size12m": pytest.approx(32 / 18)}}
+    r[0]["ours_loops"] = before | {"observe_unroll": 4}
+    assert auto_ratios(r) == {}
+
+
 def test_the_section_names_each_rows_dtype(tmp_path: Path) -> None:
     (tmp_path / "official_speed_gpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows()))
     text = "\n".join(gpu_vs_official_section(tmp_path))
-    assert "| size12m | bfloat16 | unroll 8/15, remat dots | 15.0 ms | 28.0 ms | **1.87x**" in text
-    assert "| size1m | bfloat16 | unroll 8/15, remat dots | 8.0 ms | - |" in text
+    auto = "unroll 8/15, remat dots, weight grads after the loop"
+    assert f"| size12m | bfloat16 | {auto} | 15.0 ms | 28.0 ms | **1.87x**" in text
+    assert f"| size1m | bfloat16 | {auto} | 8.0 ms | - |" in text
     assert "not at size12m (float32) and size12m (bfloat16)" in text
 
 
@@ -132,7 +144,8 @@ def test_a_pair_with_the_officials_deterministic_ops_off_is_named_and_never_the_
     text = "\n".join(gpu_vs_official_section(tmp_path))
     assert "| 18.0 ms | 27.0 ms (deterministic ops off) | **1.50x** |" in text
     assert "With the official's deterministic GPU ops off (its default is on; the stronger control): **1.50x**" in text
-    assert "1.50x (size12m, float32, unroll 8/15, remat dots, the official's deterministic ops off)" in text
+    assert ("1.50x (size12m, float32, unroll 8/15, remat dots, weight grads after the loop, the official's "
+            "deterministic ops off)") in text
 
 
 def test_a_bfloat16_cpu_run_is_its_own_row_and_never_the_float32_headline(tmp_path: Path) -> None:
