@@ -99,6 +99,9 @@ class RSSM(nnx.Module):
         """Posterior filtering over T with lax.scan (`unroll` steps per loop iteration: the same sums,
         fewer loop round trips; `model.observe_unroll`). `remat` ("none", "dots", "nothing";
         `model.observe_remat`) is what the backward pass finds stored per step rather than recomputes.
+        `param_grads_after` (`model.observe_param_grads`) takes the parameters' gradient after the backward
+        loop instead of step by step inside it (`scan_with_param_grads_after`): the same numbers, fewer
+        kernels per step on a GPU.
 
         Returns the last state and `deter` [B,T,D], `stoch` [B,T,S,K], `post` and `prior` logits
         [B,T,S,K] (prior computed once over all B*T steps after the scan).
