@@ -30,18 +30,9 @@ SEED="${SEED:-0}"
 BUDGET="${CURVE_SECONDS:-540}"
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false MUJOCO_GL=disable
-say() { echo "[gpu_curve $(( $(date +%s) - T0 ))s] $*" | tee -a "$LOG"; }
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-
-SITE=/tmp/gpu_curve_site
-if compgen -G ".whl/dmc/*.whl" >/dev/null; then
-  say "installing carried wheels: $(ls .whl/dmc/*.whl | wc -l)"
-  for w in .whl/dmc/*.whl; do  # one by one: a wheel for another python skips only itself
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$w" \
-      >>"$LOG" 2>&1 || say "not installed: $w (see log)"
-  done
-fi
-export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+TAG=gpu_curve
+source benchmarks/gpu_lib.sh
+install_wheels /tmp/gpu_curve_site .whl/dmc/*.whl
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   echo "cpu cores: $(nproc)"
   "$PY" -c "import jax, flax, optax, mujoco, dm_control, gymnasium, tensorboardX; print('jax', jax.__version__, 'flax', flax.__version__, 'mujoco', mujoco.__version__, 'backend', jax.default_backend(), jax.devices())"

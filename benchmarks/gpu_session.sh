@@ -36,20 +36,11 @@ PY="${PYTHON:-python3}"
 BUDGET="${SESSION_SECONDS:-300}"
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-say() { echo "[gpu_session $(( $(date +%s) - T0 ))s] $*" | tee -a "$LOG"; }
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+TAG=gpu_session
+source benchmarks/gpu_lib.sh
 
 # 1. carried wheels (this project's extras, the official's requirements) into one site folder
-SITE=/tmp/gpu_session_site
-if compgen -G ".whl/*.whl" >/dev/null || compgen -G ".whl/official/*.whl" >/dev/null; then
-  say "installing carried wheels: $(ls .whl/*.whl .whl/official/*.whl 2>/dev/null | wc -l)"
-  for w in .whl/*.whl .whl/official/*.whl; do  # one by one: a wheel for another python skips only itself
-    [ -f "$w" ] || continue
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$w" \
-      >>"$LOG" 2>&1 || say "not installed: $w (see log)"
-  done
-fi
-export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+install_wheels /tmp/gpu_session_site .whl/*.whl .whl/official/*.whl
 
 # 2. the environment: versions, devices, and whether the official side can run
 if [ $DRY = 1 ]; then PLATFORM=cpu; export JAX_PLATFORMS=cpu; else PLATFORM=gpu; fi
