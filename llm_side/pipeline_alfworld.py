@@ -51,7 +51,7 @@ from llm_side.run_spec import (
 )
 from muse_common import metrics
 from muse_common.arg_parser import ArgumentParser, path_arg
-from muse_common.files import atomic_write_json
+from muse_common.files import atomic_write_json, read_json_object
 from muse_common.settings import fields_of
 
 STAGES = ("collect", "train-sa", "sft", "dpo", "deploy", "deploy-noadapt")
@@ -206,13 +206,22 @@ def _need(folder: Path, what: str) -> list[dict[str, Any]]:
     return recs
 
 
+def finished_stage(metrics: Path, stage: str) -> dict[str, Any] | None:
+    """The metrics file a finished training stage left (its mark of being done: a rerun skips the stage), or
+    None when there is none. One line naming the file when it is not the JSON object the stage wrote."""
+    if not metrics.is_file():
+        return None
+    return read_json_object(metrics, f"the metrics of a finished `{stage}` stage",
+                            f"delete {metrics.parent} and rerun `--stage {stage}` to train it again")
+
+
 def stage_train_sa(cfg: PipelineConfig, embedder: Any | None = None) -> dict[str, Any]:
     from llm_side.backends import load_embedder
     from llm_side.training.self_awareness import METRICS_FILE, train_msa
 
-    done = cfg.out / "msa" / METRICS_FILE
-    if done.is_file():
-        return json.loads(done.read_text())
+    done = finished_stage(cfg.out / "msa" / METRICS_FILE, "train-sa")
+    if done is not None:
+        return done
     own, expert = training_records(cfg)
     return train_msa(own + expert, embedder or load_embedder(cfg.agent_options.get("embedder")), cfg.out / "msa",
                      epochs=cfg.sa_epochs, seed=cfg.seed)
@@ -236,8 +245,9 @@ def stage_sft(cfg: PipelineConfig) -> dict[str, Any]:
     from llm_side.training import sft
 
     out = cfg.out / "actor_sft"
-    if (out / sft.METRICS_FILE).is_file():
-        return json.loads((out / sft.METRICS_FILE).read_text())
+    done = finished_stage(out / sft.METRICS_FILE, "sft")
+    if done is not None:
+        return done
     own, expert = training_records(cfg)
     base = base_folder(cfg)
     env = _env(cfg)  # the few-shot examples the actor sees at run time
@@ -272,8 +282,9 @@ def stage_dpo(cfg: PipelineConfig) -> dict[str, Any]:
     from llm_side.training import dpo, sft
 
     out = cfg.out / "reflection_dpo"
-    if (out / sft.METRICS_FILE).is_file():
-        return json.loads((out / sft.METRICS_FILE).read_text())
+    done = finished_stage(out / sft.METRICS_FILE, "dpo")
+    if done is not None:
+        return done
     own, _ = training_records(cfg)  # the agent's own reflections: the expert writes none
     pairs = dpo.preference_pairs(own, group=react_family, include_unhelpful=cfg.dpo_unhelpful,
                                  cross_task=cfg.dpo_cross_task)

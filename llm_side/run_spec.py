@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_side import registry
+from muse_common.files import RunFileError, read_json_object
 from muse_common.overrides import OverrideError, parse_key_values
 from muse_common.run_lock import RunFolderBusy, run_folder_lock
 from muse_common.settings import SettingsError, build_options
@@ -272,11 +273,9 @@ def select_tasks(env: Any, split: str | None, tasks: str | Sequence[str] | None,
 def read_run_file(path: Path, fix: str) -> dict[str, Any]:
     """A folder's run.json as a mapping naming run settings, or one UsageError line ending in `fix`."""
     try:
-        info = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError):
-        info = None
-    if not isinstance(info, dict):
-        raise UsageError(f"{path} is not a run settings file (not a JSON object); {fix}")
+        info = read_json_object(path, "a run settings file", fix)
+    except RunFileError as e:
+        raise UsageError(str(e)) from None
     if not any(k in info for k in RUN_JSON_KEYS):
         raise UsageError(f"{path} names none of the run settings; {fix}")
     return info

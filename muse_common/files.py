@@ -215,6 +215,57 @@ def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
         raise _named(e, path) from None
 
 
+JSON_FILE_MAX_BYTES = 64 << 20
+"""The biggest JSON file of a run folder read whole (64 MiB): settings, metrics and results files the project
+writes are some KiB; a bigger one is not one of them and is refused before it is read into memory."""
+
+
+class RunFileError(ValueError):
+    """A JSON file of a run folder that is not what the project wrote there: one line `PATH is not WHAT
+    (PROBLEM); FIX`. A ValueError, so every command that reports bad input as one line reports this too."""
+
+    def __init__(self, path: str | Path, what: str, problem: str, fix: str) -> None:
+        self.path, self.what, self.problem, self.fix = Path(path), what, problem, fix
+        super().__init__(f"{path} is not {what} ({problem}); {fix}")
+
+
+def json_object_problem(data: object) -> str | None:
+    """Why parsed JSON is not an object (`a JSON list, not an object`), or None."""
+    return None if isinstance(data, dict) else f"a JSON {type(data).__name__}, not an object"
+
+
+def read_json_object(path: str | Path, what: str, fix: str,
+                     fields: Sequence[tuple[str, type | tuple[type, ...]]] = ()) -> dict[str, Any]:
+    """The JSON object in `path`, a file a run folder holds (settings, metrics, results, a model's meta), which
+    may come from someone else or be damaged. Raises RunFileError naming the file, `what` it should be, the
+    problem and `fix` when it is larger than JSON_FILE_MAX_BYTES, not UTF-8, not JSON (nested too deep
+    included), not an object, or lacks one of `fields` (name, type) or holds another type there (a bool is
+    not an int). An OSError reading it (a missing file included) is raised as it is."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > JSON_FILE_MAX_BYTES:
+        raise RunFileError(path, what, f"{size} bytes, more than the {JSON_FILE_MAX_BYTES >> 20} MiB such a file "
+                           "can hold", fix)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RunFileError(path, what, "not UTF-8 text", fix) from None
+    except (ValueError, RecursionError) as e:
+        raise RunFileError(path, what, f"not valid JSON: {' '.join(str(e).split())[:200]}", fix) from None
+    problem = json_object_problem(data)
+    for name, kind in fields if problem is None else ():
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if name not in data:
+            problem = f"no {name!r}"
+        elif not isinstance(data[name], kinds) or (isinstance(data[name], bool) and bool not in kinds):
+            problem = f"{name!r} is {str(data[name])[:80]!r}, not {' or '.join(k.__name__ for k in kinds)}"
+        if problem:
+            break
+    if problem:
+        raise RunFileError(path, what, problem, fix)
+    return data
+
+
 def read_jsonl(path: str | Path, required: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
     """Records (JSON objects holding the `required` keys) of a JSONL file. A torn final line (from a
     kill mid-write) is ignored; any other line that is not a record (`42`, `{}`, not JSON) is skipped

@@ -83,16 +83,16 @@ def check_logdir(path: str, flag: str = "--logdir") -> None:
 def check_results_files(runs: Sequence[str]) -> None:
     """Each adapt output's results.json, where present, must be JSON holding what `compare` reads
     (an object with `agent`, `episodes` and a `tasks` list of per-task objects); named if it is not."""
-    import json
+    from muse_common.files import RunFileError, read_json_object
 
     for run in runs:
         path = Path(run) / "results.json"
         if path.is_file():
             rerun = f"rerun `muse-wm adapt ... --logdir {run}` to rewrite it."
             try:
-                data = json.loads(path.read_bytes())
-            except (ValueError, UnicodeDecodeError) as e:
-                raise UsageError(f"{path} is not valid JSON ({e}); {rerun}") from None
+                data = read_json_object(path, "an adapt results file", rerun)
+            except RunFileError as e:
+                raise UsageError(str(e)) from None
             problem = results_problem(data)
             if problem:
                 raise UsageError(f"{path} is not an adapt results file ({problem}); {rerun}")

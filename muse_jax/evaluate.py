@@ -25,7 +25,6 @@ the successful episodes only (null when none succeeded).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from muse_common import metrics as M
-from muse_common.files import atomic_save_figure, atomic_write_json, atomic_write_text
+from muse_common.files import atomic_save_figure, atomic_write_json, atomic_write_text, read_json_object
 from muse_common.records import ADAPT_EPISODE, read_records
 from muse_jax.agent_kinds import AGENT_KINDS
 
@@ -443,7 +442,7 @@ def load_results(run: str | Path) -> dict[str, Any]:
     path = Path(run) / "results.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found; run `muse-wm adapt ... --logdir {run}` first.")
-    return json.loads(path.read_text())
+    return read_json_object(path, "an adapt results file", f"rerun `muse-wm adapt ... --logdir {run}` to rewrite it.")
 
 
 def compare(runs: Sequence[str | Path], out: str | Path | None = None) -> str:

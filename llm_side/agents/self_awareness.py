@@ -10,7 +10,6 @@ deployment adaptation), so embeddings are cached by text.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,11 +19,14 @@ import torch
 from torch import nn
 
 from llm_side.harness.contracts import Embedder
-from muse_common.files import atomic_write_json
+from muse_common.files import RunFileError, atomic_write_json, read_json_object
 
 CHUNK_PAIRS = 4
 THRESHOLD = 0.5
 META_FILE = "msa_meta.json"
+MAX_HIDDEN = 1 << 16
+"""The widest hidden layer a saved M_sa may name (the default is 256): a larger width is not a model this
+project wrote, and would only make loading allocate without bound."""
 WEIGHTS_FILE = "msa_mlp.pt"
 
 
@@ -175,7 +177,12 @@ class SelfAwarenessModel:
         if not meta_path.is_file() or not (folder / WEIGHTS_FILE).is_file():
             raise FileNotFoundError(f"no M_sa model in {folder} (expected {META_FILE} and {WEIGHTS_FILE}); "
                                     "train one with `muse-llm alfworld-pipeline --stage train-sa`.")
-        meta = json.loads(meta_path.read_text())
+        retrain = "retrain M_sa with `muse-llm alfworld-pipeline --stage train-sa`"
+        meta = read_json_object(meta_path, "an M_sa meta file", retrain,
+                                fields=(("embedder", str), ("dim", int), ("hidden", int)))
+        if not 0 < meta["hidden"] <= MAX_HIDDEN:
+            raise RunFileError(meta_path, "an M_sa meta file", f"'hidden' is {meta['hidden']}, not 1 to {MAX_HIDDEN}",
+                               retrain)
         if meta.get("dim") != int(embedder.dim) or meta.get("embedder") != embedder.name:
             raise ValueError(
                 f"M_sa in {folder} was trained on embedder '{meta.get('embedder')}' (dim {meta.get('dim')}) but "

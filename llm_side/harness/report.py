@@ -15,7 +15,6 @@ one outcome, and a note when MUSE's M_sa was untrained.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import os
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 from llm_side.harness.records import EPISODES_FILE, load_records
 from llm_side.harness.summary import TIME_PENALTY
 from muse_common import metrics
+from muse_common.files import RunFileError, read_json_object
 
 Table = tuple[str, str]  # (title, markdown)
 
@@ -66,16 +66,14 @@ def _run_file(folder: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        info = json.loads(path.read_bytes())
-    except (OSError, ValueError, UnicodeDecodeError):
-        info = None
-    if not isinstance(info, dict):
+        return read_json_object(path, "a run settings file", "model, backend and max steps are shown as unknown "
+                                "and every record is reported")
+    except (OSError, RunFileError) as e:
         if path not in _GARBLED:
             _GARBLED.add(path)
-            _warn(f"{path} is not a run settings file (not a JSON object); model, backend and max steps are shown "
-                  "as unknown and every record is reported")
+            _warn(str(e) if isinstance(e, RunFileError) else f"{path} cannot be read ({e.strerror}); model, backend "
+                  "and max steps are shown as unknown and every record is reported")
         return {}
-    return info
 
 
 def backend_of(model: str) -> str:

@@ -30,7 +30,6 @@ an episode, and finished groups are skipped.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -41,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from muse_common.files import append_jsonl, atomic_write_json
+from muse_common.files import RunFileError, append_jsonl, atomic_write_json, read_json_object
 from muse_common.records import ADAPT_EPISODE, read_records
 from muse_jax import agent as A
 from muse_jax import evaluate
@@ -72,12 +71,10 @@ def _check_run_file(out: Path, settings: dict[str, Any]) -> None:
     path = out / "adapt.json"
     if path.exists():
         try:
-            old = json.loads(path.read_bytes())
-        except (ValueError, UnicodeDecodeError):
-            old = None
-        if not isinstance(old, dict):
-            raise ConfigError(f"{path} is not the settings file of an adaptation run (not a JSON object); delete it "
-                              "to start this --logdir afresh with the settings given, or use a new --logdir.")
+            old = read_json_object(path, "the settings file of an adaptation run", "delete it to start this "
+                                   "--logdir afresh with the settings given, or use a new --logdir.")
+        except RunFileError as e:
+            raise ConfigError(str(e)) from None
         diff = [k for k in settings if old.get(k) != settings[k]]
         if diff:
             raise ConfigError(f"{out} holds an adaptation run with other settings ({diff}: {[old.get(k) for k in diff]}"

@@ -29,7 +29,6 @@ uncapped agent reached 20, so a cap changes Table 2's RC column.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from llm_side.agents.metagent_p.planner import MINECRAFT_HEADER, PLANCRAFT_HEADE
 from llm_side.agents.metagent_p.reflector import REGULATIONS, Reflector, simulator_message_regulation
 from llm_side.agents.metagent_p.verifier import Verifier, norm_item
 from llm_side.harness.contracts import Decision, EpisodeOutcome, Observation
-from muse_common.files import atomic_write_json
+from muse_common.files import RunFileError, atomic_write_json, read_json_object
 
 LADDER = {  # Table 3
     "base": dict(experience=False, verifier=False, metacognitive=False),
@@ -105,7 +104,7 @@ class MetagentPAgent(LazyEmbedder):
         self.successes = Pool(SuccessCase, self)
         self.failures = Pool(FailureCase, self)
         if config.memory_file and Path(config.memory_file).exists():
-            self.load_memory(json.loads(Path(config.memory_file).read_text()))
+            self.load_memory(read_memory_file(config.memory_file))
         self._reset_episode()
 
     def encode(self, texts: Any) -> Any:
@@ -312,6 +311,21 @@ class MetagentPAgent(LazyEmbedder):
         self.successes.load_json(memory.get("success", []))
         self.failures.load_json(memory.get("failure", []))
         self.verifier.load_json(memory.get("rules", []))
+
+
+MEMORY_POOLS = ("success", "failure", "rules")
+"""The keys of a saved memory file (`MetagentP.memory()`): the success and failure case pools and the rules."""
+
+
+def read_memory_file(path: str | Path) -> dict[str, Any]:
+    """A memory file saved by `memory_file=PATH`, checked before the pools load it: a JSON object whose pools
+    are lists (one line naming the file otherwise; a pool's malformed entries are then skipped as it loads)."""
+    fix = "delete it to start with empty pools, or point memory_file= at a file this agent saved"
+    memory = read_json_object(path, "a Metagent-P memory file", fix)
+    for key in MEMORY_POOLS:
+        if not isinstance(memory.get(key, []), list):
+            raise RunFileError(path, "a Metagent-P memory file", f"{key!r} is not a list", fix)
+    return memory
 
 
 def ended_by(env: Any, outcome: EpisodeOutcome) -> dict[str, Any]:
