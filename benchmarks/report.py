@@ -11,6 +11,7 @@ results block of `README.md` from the committed JSON lines (`benchmarks/pages.py
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +42,22 @@ def loops_record(cfg: Any) -> dict[str, Any]:
     return dataclasses.asdict(loops_for(cfg, jax.default_backend()))
 
 
+HOST_MALLOC_VARIABLES = ("GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
+                         "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "LD_PRELOAD")
+"""Environment variables that change how host memory is allocated, and with it a CPU step's time (docs/speed.md,
+"Host memory"): a record made with any of them set names them."""
+
+
+def host_malloc_record() -> dict[str, str]:
+    """The HOST_MALLOC_VARIABLES set in this process's environment ({} with glibc's defaults)."""
+    return {k: os.environ[k] for k in HOST_MALLOC_VARIABLES if os.environ.get(k)}
+
+
 def emit_record(record: dict[str, Any], out: str | None) -> dict[str, Any]:
+    """Print `record` as one JSON line (and append it to `out`); a record made under a host-memory setting
+    gains `host_malloc`, naming it, so it is never read as one made with the defaults."""
+    if host_malloc_record() and "host_malloc" not in record:
+        record = {**record, "host_malloc": host_malloc_record()}
     if out:
         from muse_common.files import append_jsonl
 

@@ -43,7 +43,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from benchmarks.official.run import official_available, official_paths  # noqa: E402
-from benchmarks.report import emit_record, git_commit  # noqa: E402
+from benchmarks.report import emit_record, git_commit, host_malloc_record  # noqa: E402
 from muse_common.files import append_jsonl  # noqa: E402
 
 
@@ -231,6 +231,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     records = []
     for size in args.size:
         rec = compare(size, args)
+        if host_malloc_record():  # inherited by both workers: both sides ran under it
+            rec["host_malloc"] = host_malloc_record()
         print(json.dumps(rec), flush=True)
         if args.out:
             append_jsonl(args.out, rec)
