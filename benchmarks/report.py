@@ -56,8 +56,9 @@ def host_malloc_record() -> dict[str, str]:
 def emit_record(record: dict[str, Any], out: str | None) -> dict[str, Any]:
     """Print `record` as one JSON line (and append it to `out`); a record made under a host-memory setting
     gains `host_malloc`, naming it, so it is never read as one made with the defaults."""
-    if host_malloc_record() and "host_malloc" not in record:
-        record = {**record, "host_malloc": host_malloc_record()}
+    malloc = host_malloc_record()
+    if malloc and "host_malloc" not in record:
+        record = {**record, "host_malloc": malloc}
     if out:
         from muse_common.files import append_jsonl
 

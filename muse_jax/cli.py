@@ -100,8 +100,10 @@ def check_results_files(runs: Sequence[str]) -> None:
 
 def results_problem(data: object) -> str | None:
     """Why a parsed results.json cannot be compared, or None."""
+    from muse_common.files import json_object_problem
+
     if not isinstance(data, dict):
-        return f"a JSON {type(data).__name__}, not an object"
+        return json_object_problem(data)
     missing = [k for k in ("agent", "episodes", "tasks") if k not in data]
     if missing:
         return f"no {', '.join(repr(k) for k in missing)}"

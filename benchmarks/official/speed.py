@@ -231,8 +231,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     records = []
     for size in args.size:
         rec = compare(size, args)
-        if host_malloc_record():  # inherited by both workers: both sides ran under it
-            rec["host_malloc"] = host_malloc_record()
+        if malloc := host_malloc_record():  # inherited by both workers: both sides ran under it
+            rec["host_malloc"] = malloc
         print(json.dumps(rec), flush=True)
         if args.out:
             append_jsonl(args.out, rec)
