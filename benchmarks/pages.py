@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -668,8 +669,95 @@ def loop_phrase(docs: Path) -> str:
             + f" of its train step's updates/s (target: at least {LOOP_TARGET:g}x)")
 
 
+HOST_MEMORY_RECORDS = {"speed": "host_memory_speed_cpu.jsonl", "loop": "host_memory_loop_cpu.jsonl"}
+"""`benchmarks/host_memory.py` records: the train step of both implementations, and a learning run, under each
+glibc malloc setting (`--bench speed`, `--bench loop`)."""
+
+
+def by_variant(xs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Records grouped by their `variant`, in host_memory.VARIANTS' order."""
+    from benchmarks.host_memory import VARIANTS
+
+    return {v: [x for x in xs if x["variant"] == v] for v in VARIANTS if any(x["variant"] == v for x in xs)}
+
+
+def variant_setting(name: str) -> str:
+    """A variant's environment as a user would type it ('glibc defaults' for none)."""
+    from benchmarks.host_memory import VARIANTS
+
+    env = VARIANTS[name]
+    return " ".join(f"`{k}={v}`" for k, v in env.items()) if env else "glibc defaults"
+
+
+def host_memory_section(docs: Path) -> list[str]:
+    """Both implementations' train step, and a learning run, under each way of allocating host memory (medians
+    over the rounds; a variant's runs alternate with the others')."""
+    speed_path, loop_path = (docs / HOST_MEMORY_RECORDS[k] for k in ("speed", "loop"))
+    runs = by_variant(read_lines(speed_path)) if speed_path.exists() else {}
+    if not runs:
+        return []
+    med = statistics.median
+
+    def m(xs: list[dict[str, Any]], key: str) -> float:
+        return med(x[key] for x in xs)
+
+    first = next(iter(runs.values()))[0]
+    ratios = {v: med(x["speed_ratio_official_over_ours"] for x in xs) for v, xs in runs.items()}
+    out = ["", "## Host memory: both implementations under each malloc setting (`benchmarks/host_memory.py`)", "",
+           about(command=f"python benchmarks/host_memory.py --variants {' '.join(runs)} --rounds "
+                         f"{max(x['round'] for xs in runs.values() for x in xs)} -- --size {first['size']} "
+                         f"--rounds {first['rounds']} --steps {first['steps_per_round']}",
+                 machine=f"{first['cpu_cores']}-core CPU, jax {first['ours_jax']} / {first['official_jax']} "
+                         f"(this project / official)",
+                 budget=f"each variant one speed.py process per round, both workers under its setting; "
+                        f"{first['rounds']} x {first['steps_per_round']} steps per side per run, "
+                        f"{first['size']}, batch {first['batch']} x {first['seq']}, {first['dtype']}",
+                 seeds="one (a timing)",
+                 shows="With the same setting on both sides the official's step takes "
+                       + ", ".join(f"{r:.2f}x ({v})" for v, r in ratios.items())
+                       + " this project's: both pay page faults for their per-call temporaries, and a setting "
+                         "that removes them speeds up both.",
+                 data=f"`docs/{HOST_MEMORY_RECORDS['speed']}`"),
+           table(["variant", "setting", "runs", "this project: wall s / CPU s", "page faults per step",
+                  "official: wall s / CPU s", "page faults per step", "ratio (wall / CPU)", "load"],
+                 [[f"`{v}`", variant_setting(v), len(xs),
+                   f"{m(xs, 'ours_train_step_median_s'):.3f} / {m(xs, 'ours_train_step_cpu_s'):.3f}",
+                   fmt(m(xs, "ours_minor_faults_per_step"), 0),
+                   f"{m(xs, 'official_train_step_median_s'):.3f} / {m(xs, 'official_train_step_cpu_s'):.3f}",
+                   fmt(m(xs, "official_minor_faults_per_step"), 0),
+                   f"**{ratios[v]:.2f}x** / {med(x['cpu_ratio_official_over_ours'] for x in xs):.2f}x",
+                   f"{min(x['loadavg_1m_min'] for x in xs):g}-{max(x['loadavg_1m_max'] for x in xs):g}"]
+                  for v, xs in runs.items()])]
+    loops = by_variant(read_lines(loop_path)) if loop_path.exists() else {}
+    if loops:
+        x0 = next(iter(loops.values()))[0]
+        base = loops.get("defaults")
+        out += ["", about(
+            command=f"python benchmarks/host_memory.py --bench loop --variants {' '.join(loops)} -- "
+                    + loop_command(x0).removeprefix("python benchmarks/collect_overhead.py --loop "),
+            machine=f"{x0['cpu_cores']}-core CPU",
+            budget=f"{x0['updates']} timed updates per loop; {x0['config']} config at {x0['size']}, "
+                   f"{x0['num_envs']} env workers (which inherit the setting), train ratio {x0['train_ratio']:g}",
+            seeds="one (a timing)",
+            shows="A learning run's updates/s, acting and env workers included, under each setting"
+                  + ("" if not base else ": overlapped, "
+                     + ", ".join(f"{m(xs, 'overlap_loop_updates_per_s') / m(base, 'overlap_loop_updates_per_s'):.2f}x"
+                                 f" ({v})" for v, xs in loops.items() if v != "defaults")
+                     + " the defaults' rate") + ".",
+            data=f"`docs/{HOST_MEMORY_RECORDS['loop']}`"),
+            table(["variant", "runs", "serial loop updates/s", "overlapped loop updates/s", "bench updates/s",
+                   "load"],
+                  [[f"`{v}`", len(xs), fmt(m(xs, "serial_loop_updates_per_s"), 2),
+                    f"**{m(xs, 'overlap_loop_updates_per_s'):.2f}**", fmt(m(xs, "overlap_bench_updates_per_s"), 2),
+                    f"{min(v for x in xs for v in (x['loadavg_1m'], x['loadavg_1m_end'])):g}-"
+                    f"{max(v for x in xs for v in (x['loadavg_1m'], x['loadavg_1m_end'])):g}"]
+                   for v, xs in loops.items()])]
+    return out
+
+
 @page("experiments/speed.md", ("wm_throughput_h100.jsonl", "official_speed_cpu.jsonl", "official_speed_gpu.jsonl",
-                                "wm_seeds_gpu.jsonl", *LOOP_RECORDS.values()))
+                                "wm_seeds_gpu.jsonl", *LOOP_RECORDS.values(),
+                                *HOST_MEMORY_RECORDS.values()))
 def speed(docs: Path) -> str:
     gpu = [x for x in read_lines(docs / "wm_throughput_h100.jsonl") if x.get("benchmark") == "wm_throughput"]
     # a run under a host-memory setting (`host_malloc`, docs/speed.md "Host memory") is not the defaults' figure
@@ -733,7 +821,7 @@ def speed(docs: Path) -> str:
                        f"{x['loadavg_1m_min']:g}-{x['loadavg_1m_max']:g}",
                        f"{x['date']} ({x.get('code', '-')})" if x.get("date") else "-"] if several else [])
                    for x in cpu])]
-    out += gpu_vs_official_section(docs) + loop_section(docs, "cpu")
+    out += gpu_vs_official_section(docs) + loop_section(docs, "cpu") + host_memory_section(docs)
     return "\n".join(out)
 
 

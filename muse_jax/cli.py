@@ -169,6 +169,13 @@ def _one_line(e: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if argv is None and args.cmd != "compare":
+        # The command itself (not a call from Python): restart once under glibc's 2 MiB pages, before JAX is
+        # imported; the CPU train step then pays ~1.7k page faults instead of ~100k (muse_jax/host_allocator.py,
+        # docs/speed.md "Host memory"). Off: MUSE_JAX_HUGE_PAGES=0.
+        from muse_jax.host_allocator import restart_with_huge_pages
+
+        restart_with_huge_pages()
     from muse_jax.config import ConfigError
 
     if args.cmd == "compare":

@@ -125,13 +125,21 @@ class ProjectSide:
         jax.block_until_ready(metrics)
 
     def time(self, steps: int) -> dict[str, list[float]]:
-        times, cpu = [], []
+        times, cpu, faults = [], [], []
         for _ in range(steps):
-            c0, t0 = time.process_time(), time.perf_counter()
+            f0, c0, t0 = minor_faults(), time.process_time(), time.perf_counter()
             self._run()
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
-        return {"times": times, "cpu": cpu}
+            faults.append(minor_faults() - f0)
+        return {"times": times, "cpu": cpu, "minor_faults": faults}
+
+
+def minor_faults() -> int:
+    """This process's minor page faults so far (all threads; official_speed_worker.py counts its own alike)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def load1() -> float:
@@ -149,7 +157,7 @@ def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
     try:
         ours = ProjectSide(size, args.batch, args.seq, args.obs_dim, args.act_dim, args.dtype, args.set)
         sides: dict[str, Any] = {"ours": ours, **({"official": official} if official else {})}
-        res: dict[str, dict[str, list[float]]] = {k: {"times": [], "cpu": []} for k in sides}
+        res: dict[str, dict[str, list[float]]] = {k: {"times": [], "cpu": [], "minor_faults": []} for k in sides}
         loads = []
         for _ in range(args.rounds):
             for name, side in sides.items():
@@ -157,11 +165,13 @@ def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
                 got = side.time(args.steps)
                 res[name]["times"] += got["times"]
                 res[name]["cpu"] += got["cpu"]
+                res[name]["minor_faults"] += got.get("minor_faults", [])  # a worker of an older checkout has none
     finally:
         if official:
             official.close()
     med = {k: statistics.median(v["times"]) for k, v in res.items()}
     cpu = {k: statistics.median(v["cpu"]) for k, v in res.items()}
+    faults = {k: statistics.median(v["minor_faults"]) if v["minor_faults"] else None for k, v in res.items()}
     rec: dict[str, Any] = {
         "benchmark": "official_speed", "size": size, "batch": args.batch, "seq": args.seq,
         "obs_dim": args.obs_dim, "act_dim": args.act_dim, "dtype": args.dtype, "platform": args.platform,
@@ -170,7 +180,7 @@ def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         "ours_train_step_median_s": med["ours"], "ours_train_step_cpu_s": cpu["ours"],
         "ours_times_s": res["ours"]["times"], "ours_compile_s": ours.compile_s, "ours_init_s": ours.init_s,
         "ours_ready_s": ours.ready_s, "ours_params": ours.params, "ours_jax": ours.jax_version,
-        "ours_loops": ours.loops,
+        "ours_loops": ours.loops, "ours_minor_faults_per_step": faults["ours"],
         "loadavg_1m_min": min(loads), "loadavg_1m_max": max(loads), "cpu_cores": os.cpu_count(),
         "code": git_commit(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
     }
@@ -183,7 +193,7 @@ def compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
             "official_times_s": res["official"]["times"], "official_compile_s": info["compile_s"],
             "official_agent_s": info.get("agent_s"), "official_ready_s": info.get("ready_s"),
             "official_params": info["params"], "official_jax": info["jax"], "official_version": "dreamer==3.3.1",
-            "official_device": info.get("device"),
+            "official_device": info.get("device"), "official_minor_faults_per_step": faults["official"],
             "official_deterministic": info.get("deterministic", True),
         })
     return rec
