@@ -61,3 +61,15 @@ def test_the_process_restarts_itself_once_with_the_same_command_and_pid():
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**env, "MUSE_JAX_HUGE_PAGES": "0"})
     assert [line.split()[0] for line in off.stdout.splitlines()] == ["start", "after"]
+
+
+def test_the_command_restarts_before_its_run_and_a_call_from_python_does_not(monkeypatch, tmp_path, capsys):
+    from muse_jax import cli
+
+    asked = []
+    monkeypatch.setattr(H, "restart_with_huge_pages", lambda: asked.append(sys.argv[1]))
+    bad = ["--config", "no-such-config", "--logdir", str(tmp_path / "run")]
+    assert cli.main(["pretrain", *bad]) == 2 and asked == []          # a call from Python: never
+    monkeypatch.setattr(sys, "argv", ["muse-wm", "pretrain", *bad])
+    assert cli.main() == 2 and asked == ["pretrain"]                  # the command: before the config is read
+    assert "no-such-config" in capsys.readouterr().err
