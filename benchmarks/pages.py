@@ -693,41 +693,44 @@ def host_memory_section(docs: Path) -> list[str]:
     """Both implementations' train step, and a learning run, under each way of allocating host memory (medians
     over the rounds; a variant's runs alternate with the others')."""
     speed_path, loop_path = (docs / HOST_MEMORY_RECORDS[k] for k in ("speed", "loop"))
-    runs = by_variant(read_lines(speed_path)) if speed_path.exists() else {}
-    if not runs:
+    lines = read_lines(speed_path) if speed_path.exists() else []
+    if not lines:
         return []
     med = statistics.median
 
     def m(xs: list[dict[str, Any]], key: str) -> float:
         return med(x[key] for x in xs)
 
-    first = next(iter(runs.values()))[0]
-    ratios = {v: med(x["speed_ratio_official_over_ours"] for x in xs) for v, xs in runs.items()}
-    out = ["", "## Host memory: both implementations under each malloc setting (`benchmarks/host_memory.py`)", "",
-           about(command=f"python benchmarks/host_memory.py --variants {' '.join(runs)} --rounds "
-                         f"{max(x['round'] for xs in runs.values() for x in xs)} -- --size {first['size']} "
-                         f"--rounds {first['rounds']} --steps {first['steps_per_round']}",
-                 machine=f"{first['cpu_cores']}-core CPU, jax {first['ours_jax']} / {first['official_jax']} "
-                         f"(this project / official)",
-                 budget=f"each variant one speed.py process per round, both workers under its setting; "
-                        f"{first['rounds']} x {first['steps_per_round']} steps per side per run, "
-                        f"{first['size']}, batch {first['batch']} x {first['seq']}, {first['dtype']}",
-                 seeds="one (a timing)",
-                 shows="With the same setting on both sides the official's step takes "
-                       + ", ".join(f"{r:.2f}x ({v})" for v, r in ratios.items())
-                       + " this project's: both pay page faults for their per-call temporaries, and a setting "
-                         "that removes them speeds up both.",
-                 data=f"`docs/{HOST_MEMORY_RECORDS['speed']}`"),
-           table(["variant", "setting", "runs", "this project: wall s / CPU s", "page faults per step",
-                  "official: wall s / CPU s", "page faults per step", "ratio (wall / CPU)", "load"],
-                 [[f"`{v}`", variant_setting(v), len(xs),
-                   f"{m(xs, 'ours_train_step_median_s'):.3f} / {m(xs, 'ours_train_step_cpu_s'):.3f}",
-                   fmt(m(xs, "ours_minor_faults_per_step"), 0),
-                   f"{m(xs, 'official_train_step_median_s'):.3f} / {m(xs, 'official_train_step_cpu_s'):.3f}",
-                   fmt(m(xs, "official_minor_faults_per_step"), 0),
-                   f"**{ratios[v]:.2f}x** / {med(x['cpu_ratio_official_over_ours'] for x in xs):.2f}x",
-                   f"{min(x['loadavg_1m_min'] for x in xs):g}-{max(x['loadavg_1m_max'] for x in xs):g}"]
-                  for v, xs in runs.items()])]
+    out = ["", "## Host memory: both implementations under each malloc setting (`benchmarks/host_memory.py`)"]
+    for size in dict.fromkeys(x["size"] for x in lines):  # one block per size, in the order first run
+        runs = by_variant([x for x in lines if x["size"] == size])
+        first = next(iter(runs.values()))[0]
+        ratios = {v: med(x["speed_ratio_official_over_ours"] for x in xs) for v, xs in runs.items()}
+        out += ["", about(
+            command=f"python benchmarks/host_memory.py --variants {' '.join(runs)} --rounds "
+                    f"{max(x['round'] for xs in runs.values() for x in xs)} -- --size {size} "
+                    f"--rounds {first['rounds']} --steps {first['steps_per_round']}",
+            machine=f"{first['cpu_cores']}-core CPU, jax {first['ours_jax']} / {first['official_jax']} "
+                    f"(this project / official)",
+            budget=f"each variant one speed.py process per round, both workers under its setting; "
+                   f"{first['rounds']} x {first['steps_per_round']} steps per side per run, "
+                   f"{size}, batch {first['batch']} x {first['seq']}, {first['dtype']}",
+            seeds="one (a timing)",
+            shows=f"At {size}, with the same setting on both sides, the official's step takes "
+                  + ", ".join(f"{r:.2f}x ({v})" for v, r in ratios.items())
+                  + " this project's: both pay page faults for their per-call temporaries, and a setting "
+                    "that removes them speeds up both.",
+            data=f"`docs/{HOST_MEMORY_RECORDS['speed']}`"),
+            table(["variant", "setting", "runs", "this project: wall s / CPU s", "page faults per step",
+                   "official: wall s / CPU s", "page faults per step", "ratio (wall / CPU)", "load"],
+                  [[f"`{v}`", variant_setting(v), len(xs),
+                    f"{m(xs, 'ours_train_step_median_s'):.3f} / {m(xs, 'ours_train_step_cpu_s'):.3f}",
+                    fmt(m(xs, "ours_minor_faults_per_step"), 0),
+                    f"{m(xs, 'official_train_step_median_s'):.3f} / {m(xs, 'official_train_step_cpu_s'):.3f}",
+                    fmt(m(xs, "official_minor_faults_per_step"), 0),
+                    f"**{ratios[v]:.2f}x** / {med(x['cpu_ratio_official_over_ours'] for x in xs):.2f}x",
+                    f"{min(x['loadavg_1m_min'] for x in xs):g}-{max(x['loadavg_1m_max'] for x in xs):g}"]
+                   for v, xs in runs.items()])]
     loops = by_variant(read_lines(loop_path)) if loop_path.exists() else {}
     if loops:
         x0 = next(iter(loops.values()))[0]

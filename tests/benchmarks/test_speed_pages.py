@@ -187,3 +187,26 @@ def test_a_record_made_under_a_host_memory_setting_names_it(tmp_path, monkeypatc
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert "host_malloc" not in lines[0] and lines[1] == emitted
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == emitted
+
+
+def test_the_host_memory_section_takes_medians_per_size_and_variant(tmp_path: Path) -> None:
+    from benchmarks.pages import host_memory_section
+
+    def run(size: str, variant: str, rnd: int, ours: float, official: float) -> dict:
+        return {"benchmark": "official_speed", "size": size, "variant": variant, "round": rnd, "batch": 16, "seq": 64,
+                "dtype": "float32", "rounds": 3, "steps_per_round": 3, "cpu_cores": 2, "ours_jax": "0.10.2",
+                "official_jax": "0.4.33", "ours_train_step_median_s": ours, "ours_train_step_cpu_s": 2 * ours,
+                "official_train_step_median_s": official, "official_train_step_cpu_s": 2 * official,
+                "ours_minor_faults_per_step": 100.0, "official_minor_faults_per_step": 50.0,
+                "speed_ratio_official_over_ours": official / ours, "cpu_ratio_official_over_ours": official / ours,
+                "loadavg_1m_min": 1.0, "loadavg_1m_max": 2.0}
+
+    lines = [run("size1m", "defaults", 1, 1.0, 1.4), run("size1m", "hugetlb", 1, 0.8, 1.2),
+             run("size1m", "defaults", 2, 1.0, 1.6), run("size12m", "hugetlb", 1, 4.0, 4.4)]
+    (tmp_path / "host_memory_speed_cpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    text = "\n".join(host_memory_section(tmp_path))
+    assert "At size1m, with the same setting on both sides, the official's step takes 1.50x (defaults), 1.50x " \
+           "(hugetlb)" in text  # the defaults' two rounds: median of 1.4 and 1.6
+    assert "At size12m, with the same setting on both sides, the official's step takes 1.10x (hugetlb)" in text
+    assert "| `defaults` | glibc defaults | 2 |" in text and "`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`" in text
+    assert host_memory_section(tmp_path / "nothing") == []
