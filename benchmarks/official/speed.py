@@ -42,6 +42,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
+from benchmarks.official.official_speed_worker import minor_faults  # noqa: E402  (stdlib only: counted alike)
 from benchmarks.official.run import official_available, official_paths  # noqa: E402
 from benchmarks.report import emit_record, git_commit, host_malloc_record  # noqa: E402
 from muse_common.files import append_jsonl  # noqa: E402
@@ -133,13 +134,6 @@ class ProjectSide:
             cpu.append(time.process_time() - c0)
             faults.append(minor_faults() - f0)
         return {"times": times, "cpu": cpu, "minor_faults": faults}
-
-
-def minor_faults() -> int:
-    """This process's minor page faults so far (all threads; official_speed_worker.py counts its own alike)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def load1() -> float:
