@@ -210,3 +210,30 @@ def test_the_host_memory_section_takes_medians_per_size_and_variant(tmp_path: Pa
     assert "At size12m, with the same setting on both sides, the official's step takes 1.10x (hugetlb)" in text
     assert "| `defaults` | glibc defaults | 2 |" in text and "`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`" in text
     assert host_memory_section(tmp_path / "nothing") == []
+
+
+def test_the_host_memory_loop_table_gives_each_variants_loop_over_bench_ratio_and_its_range(tmp_path: Path) -> None:
+    from benchmarks.pages import host_memory_section
+
+    def loop(variant: str, rnd: int, overlap: float, bench: float) -> dict:
+        return {"benchmark": "collect_overhead_loop", "summary": True, "variant": variant, "round": rnd,
+                "config": "quickstart", "sets": ["model.size=size1m"], "size": "size1m", "num_envs": 4,
+                "train_ratio": 512.0, "updates": 40, "cpu_cores": 2, "loadavg_1m": 1.5, "loadavg_1m_end": 2.5,
+                "serial_loop_updates_per_s": 1.0, "overlap_loop_updates_per_s": overlap,
+                "overlap_bench_updates_per_s": bench, "overlap_ratio": overlap / bench}
+
+    lines = [loop("defaults", 1, 1.6, 1.6), loop("hugetlb", 1, 2.0, 2.5), loop("defaults", 2, 2.0, 2.0),
+             loop("hugetlb", 2, 2.8, 2.5)]
+    (tmp_path / "host_memory_loop_cpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    speed = {"benchmark": "official_speed", "size": "size1m", "variant": "defaults", "round": 1, "batch": 16,
+             "seq": 64, "dtype": "float32", "rounds": 3, "steps_per_round": 3, "cpu_cores": 2, "ours_jax": "0.10.2",
+             "official_jax": "0.4.33", "ours_train_step_median_s": 1.0, "ours_train_step_cpu_s": 2.0,
+             "official_train_step_median_s": 1.4, "official_train_step_cpu_s": 2.8,
+             "ours_minor_faults_per_step": 100.0, "official_minor_faults_per_step": 50.0,
+             "speed_ratio_official_over_ours": 1.4, "cpu_ratio_official_over_ours": 1.4,
+             "loadavg_1m_min": 1.0, "loadavg_1m_max": 2.0}
+    (tmp_path / "host_memory_speed_cpu.jsonl").write_text(json.dumps(speed) + "\n")  # the section needs one
+    text = "\n".join(host_memory_section(tmp_path))
+    assert "overlapped / bench: median (runs)" in text
+    assert "| `defaults` | 2 | 1.00 | **1.80** | 1.80 | 1.00 (1.00) |" in text  # both runs at 1.00: one value
+    assert "| `hugetlb` | 2 | 1.00 | **2.40** | 2.50 | 0.96 (0.80-1.12) |" in text
