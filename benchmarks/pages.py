@@ -689,12 +689,6 @@ def variant_setting(name: str) -> str:
     return " ".join(f"`{k}={v}`" for k, v in env.items()) if env else "glibc defaults"
 
 
-def _span(xs: list[dict], key: str) -> tuple[float, ...]:
-    """The lowest and the highest value of `key` over runs (one value when they agree)."""
-    lo, hi = min(x[key] for x in xs), max(x[key] for x in xs)
-    return (lo,) if f"{lo:.2f}" == f"{hi:.2f}" else (lo, hi)
-
-
 def host_memory_section(docs: Path) -> list[str]:
     """Both implementations' train step, and a learning run, under each way of allocating host memory (medians
     over the rounds; a variant's runs alternate with the others')."""
@@ -758,7 +752,7 @@ def host_memory_section(docs: Path) -> list[str]:
                    "overlapped / bench: median (runs)", "load"],
                   [[f"`{v}`", len(xs), fmt(m(xs, "serial_loop_updates_per_s"), 2),
                     f"**{m(xs, 'overlap_loop_updates_per_s'):.2f}**", fmt(m(xs, "overlap_bench_updates_per_s"), 2),
-                    f"{m(xs, 'overlap_ratio'):.2f} ({'-'.join(f'{r:.2f}' for r in _span(xs, 'overlap_ratio'))})",
+                    f"{m(xs, 'overlap_ratio'):.2f}x ({ratio_span(xs, 'overlap')})",
                     f"{min(v for x in xs for v in (x['loadavg_1m'], x['loadavg_1m_end'])):g}-"
                     f"{max(v for x in xs for v in (x['loadavg_1m'], x['loadavg_1m_end'])):g}"]
                    for v, xs in loops.items()])]

@@ -189,18 +189,21 @@ def test_a_record_made_under_a_host_memory_setting_names_it(tmp_path, monkeypatc
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == emitted
 
 
+def _host_memory_speed_run(size: str, variant: str, rnd: int, ours: float, official: float) -> dict:
+    """One `host_memory.py` record of `official/speed.py` (this project's and the official's step, seconds)."""
+    return {"benchmark": "official_speed", "size": size, "variant": variant, "round": rnd, "batch": 16, "seq": 64,
+            "dtype": "float32", "rounds": 3, "steps_per_round": 3, "cpu_cores": 2, "ours_jax": "0.10.2",
+            "official_jax": "0.4.33", "ours_train_step_median_s": ours, "ours_train_step_cpu_s": 2 * ours,
+            "official_train_step_median_s": official, "official_train_step_cpu_s": 2 * official,
+            "ours_minor_faults_per_step": 100.0, "official_minor_faults_per_step": 50.0,
+            "speed_ratio_official_over_ours": official / ours, "cpu_ratio_official_over_ours": official / ours,
+            "loadavg_1m_min": 1.0, "loadavg_1m_max": 2.0}
+
+
 def test_the_host_memory_section_takes_medians_per_size_and_variant(tmp_path: Path) -> None:
     from benchmarks.pages import host_memory_section
 
-    def run(size: str, variant: str, rnd: int, ours: float, official: float) -> dict:
-        return {"benchmark": "official_speed", "size": size, "variant": variant, "round": rnd, "batch": 16, "seq": 64,
-                "dtype": "float32", "rounds": 3, "steps_per_round": 3, "cpu_cores": 2, "ours_jax": "0.10.2",
-                "official_jax": "0.4.33", "ours_train_step_median_s": ours, "ours_train_step_cpu_s": 2 * ours,
-                "official_train_step_median_s": official, "official_train_step_cpu_s": 2 * official,
-                "ours_minor_faults_per_step": 100.0, "official_minor_faults_per_step": 50.0,
-                "speed_ratio_official_over_ours": official / ours, "cpu_ratio_official_over_ours": official / ours,
-                "loadavg_1m_min": 1.0, "loadavg_1m_max": 2.0}
-
+    run = _host_memory_speed_run
     lines = [run("size1m", "defaults", 1, 1.0, 1.4), run("size1m", "hugetlb", 1, 0.8, 1.2),
              run("size1m", "defaults", 2, 1.0, 1.6), run("size12m", "hugetlb", 1, 4.0, 4.4)]
     (tmp_path / "host_memory_speed_cpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -225,15 +228,9 @@ def test_the_host_memory_loop_table_gives_each_variants_loop_over_bench_ratio_an
     lines = [loop("defaults", 1, 1.6, 1.6), loop("hugetlb", 1, 2.0, 2.5), loop("defaults", 2, 2.0, 2.0),
              loop("hugetlb", 2, 2.8, 2.5)]
     (tmp_path / "host_memory_loop_cpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    speed = {"benchmark": "official_speed", "size": "size1m", "variant": "defaults", "round": 1, "batch": 16,
-             "seq": 64, "dtype": "float32", "rounds": 3, "steps_per_round": 3, "cpu_cores": 2, "ours_jax": "0.10.2",
-             "official_jax": "0.4.33", "ours_train_step_median_s": 1.0, "ours_train_step_cpu_s": 2.0,
-             "official_train_step_median_s": 1.4, "official_train_step_cpu_s": 2.8,
-             "ours_minor_faults_per_step": 100.0, "official_minor_faults_per_step": 50.0,
-             "speed_ratio_official_over_ours": 1.4, "cpu_ratio_official_over_ours": 1.4,
-             "loadavg_1m_min": 1.0, "loadavg_1m_max": 2.0}
+    speed = _host_memory_speed_run("size1m", "defaults", 1, 1.0, 1.4)
     (tmp_path / "host_memory_speed_cpu.jsonl").write_text(json.dumps(speed) + "\n")  # the section needs one
     text = "\n".join(host_memory_section(tmp_path))
     assert "overlapped / bench: median (runs)" in text
-    assert "| `defaults` | 2 | 1.00 | **1.80** | 1.80 | 1.00 (1.00) |" in text  # both runs at 1.00: one value
-    assert "| `hugetlb` | 2 | 1.00 | **2.40** | 2.50 | 0.96 (0.80-1.12) |" in text
+    assert "| `defaults` | 2 | 1.00 | **1.80** | 1.80 | 1.00x (1.00x) |" in text  # both runs at 1.00: one value
+    assert "| `hugetlb` | 2 | 1.00 | **2.40** | 2.50 | 0.96x (0.80-1.12x) |" in text
