@@ -645,6 +645,17 @@ def loop_section(docs: Path, where: str) -> list[str]:
                    for x in runs for tag, name in (("serial", "serial"), ("overlap", "overlapped"))])]
 
 
+def processor(x: dict[str, Any]) -> str:
+    """A CPU record's processor (`cpu_model`, benchmarks/report.py) without trademark marks, or "not recorded"
+    for a record made before records named it."""
+    model = x.get("cpu_model")
+    if not model:
+        return "not recorded"
+    for mark in ("(R)", "(TM)", " Processor", " CPU"):
+        model = model.replace(mark, "")
+    return " ".join(model.split())
+
+
 def ratio_span(xs: list[dict[str, Any]], tag: str) -> str:
     """The range of the loops' `{tag}_ratio` over runs, as '0.95-1.00x' (one figure when they agree)."""
     lo, hi = min(x[f"{tag}_ratio"] for x in xs), max(x[f"{tag}_ratio"] for x in xs)
@@ -764,9 +775,9 @@ def host_memory_section(docs: Path) -> list[str]:
                                 *HOST_MEMORY_RECORDS.values()))
 def speed(docs: Path) -> str:
     gpu = [x for x in read_lines(docs / "wm_throughput_h100.jsonl") if x.get("benchmark") == "wm_throughput"]
-    # a run under a host-memory setting (`host_malloc`, docs/speed.md "Host memory") is not the defaults' figure
+    # a run under a host-memory setting (`host_malloc`, docs/speed.md "Host memory") or XLA flags: not the defaults'
     cpu = [x for x in read_lines(docs / "official_speed_cpu.jsonl")
-           if x.get("benchmark") == "official_speed" and not x.get("host_malloc")]
+           if x.get("benchmark") == "official_speed" and not x.get("host_malloc") and not x.get("xla_flags")]
     out = ["# Speed: the train step, measured", "",
            "The full DreamerV3 train step (world model, imagination, actor, critic, replay value loss, replay "
            "context, one optimiser), fp32, 24-dim vector observation, 6-dim action, batch 16 x 64, median after "
@@ -791,36 +802,49 @@ def speed(docs: Path) -> str:
                     f"{x['policy_steps_per_s']:,.0f}", f"{x['regulation_decisions_per_s']:,.0f}"] for x in gpu])]
     c = cpu[0]
     loads = [v for x in cpu for v in (x["loadavg_1m_min"], x["loadavg_1m_max"])]
-    # a later run of a size and dtype is the current figure; every run is a row
-    latest = {d: {x["size"]: x for x in cpu if x.get("dtype", "float32") == d} for d in ("float32", "bfloat16")}
+    procs = list(dict.fromkeys(processor(x) for x in cpu))
+    named = len(procs) > 1 or procs != ["not recorded"]
+    # a later run of a processor, size and dtype is the current figure; every run is a row
+    latest = {(p, d): {x["size"]: x for x in cpu if processor(x) == p and x.get("dtype", "float32") == d}
+              for p in procs for d in ("float32", "bfloat16")}
+    latest = {k: rows for k, rows in latest.items() if rows}
     several = sum(map(len, latest.values())) < len(cpu)
+    commands = {d: list(dict.fromkeys(x["size"] for x in cpu if x.get("dtype", "float32") == d))
+                for d in ("float32", "bfloat16")}
     out += ["## Against the official DreamerV3, same run (`benchmarks/official/speed.py`)", "",
-            about(command="\n".join(f"python benchmarks/official/speed.py --size {' '.join(rows)}"
+            about(command="\n".join(f"python benchmarks/official/speed.py --size {' '.join(sizes)}"
                                     + ("" if d == "float32" else f" --dtype {d}")
-                                    for d, rows in latest.items() if rows),
-                  machine=f"{c['cpu_cores']}-core CPU, load average {min(loads):g}-{max(loads):g} (other jobs running)",
+                                    for d, sizes in commands.items() if sizes),
+                  machine=(f"{c['cpu_cores']}-core CPU" + (f" ({'; '.join(procs)})" if named else "")
+                           + f", load average {min(loads):g}-{max(loads):g} (other jobs running)"),
                   budget=(f"{c['rounds']} rounds x {c['steps_per_round']} steps, {c['order']}" if not several else
                           f"per row (rounds x steps per side), {c['order']}"),
                   seeds="one (a timing)",
                   shows=("In the same run, alternating, the official's step takes "
-                         + "; ".join(("" if d == "float32" else f"at {d} on both sides, ")
-                                     + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({x['size']})"
-                                                    for x in rows.values())
-                                     for d, rows in latest.items() if rows)
+                         + "; ".join((f"on {'an unrecorded processor' if p == 'not recorded' else p}: "
+                                      if len(procs) > 1 else "")
+                                     + ", ".join(("" if d == "float32" else f"at {d} on both sides ")
+                                                 + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x "
+                                                                f"({x['size']})" for x in rows.values())
+                                                 for (pp, d), rows in latest.items() if pp == p)
+                                     for p in procs)
                          + " this project's wall time"
                          + (" (the latest run of each size and dtype; the earlier runs, each at its own load, "
-                            "are rows too)." if several else ".")),
+                            "are rows too)." if several else ".")
+                         + (" Records made before 2026-11-29 do not name their processor (`cpu_model`)."
+                            if named and "not recorded" in procs else "")),
                   data="`docs/official_speed_cpu.jsonl`"),
-            table(["size", "dtype", "params (this / official)", "this project (median)", "official (median)", "ratio",
-                   "CPU s per step (this / official)", "compile (this / official)", "jax (this / official)"]
+            table(["size", "dtype"] + (["processor"] if named else [])
+                  + ["params (this / official)", "this project (median)", "official (median)", "ratio",
+                     "CPU s per step (this / official)", "compile (this / official)", "jax (this / official)"]
                   + (["rounds x steps", "load", "run (code)"] if several else []),
-                  [[x["size"], x.get("dtype", "float32"),
-                    f"{x['ours_params'] / 1e6:.2f}M / {x['official_params'] / 1e6:.2f}M",
-                    f"{x['ours_train_step_median_s']:.2f} s", f"{x['official_train_step_median_s']:.2f} s",
-                    f"**{x['speed_ratio_official_over_ours']:.2f}x**",
-                    f"{x['ours_train_step_cpu_s']:.2f} / {x['official_train_step_cpu_s']:.2f}",
-                    f"{x['ours_compile_s']:.0f} s / {x['official_compile_s']:.0f} s",
-                    f"{x['ours_jax']} / {x['official_jax']}"]
+                  [[x["size"], x.get("dtype", "float32")] + ([processor(x)] if named else [])
+                   + [f"{x['ours_params'] / 1e6:.2f}M / {x['official_params'] / 1e6:.2f}M",
+                      f"{x['ours_train_step_median_s']:.2f} s", f"{x['official_train_step_median_s']:.2f} s",
+                      f"**{x['speed_ratio_official_over_ours']:.2f}x**",
+                      f"{x['ours_train_step_cpu_s']:.2f} / {x['official_train_step_cpu_s']:.2f}",
+                      f"{x['ours_compile_s']:.0f} s / {x['official_compile_s']:.0f} s",
+                      f"{x['ours_jax']} / {x['official_jax']}"]
                    + ([f"{x['rounds']} x {x['steps_per_round']}",
                        f"{x['loadavg_1m_min']:g}-{x['loadavg_1m_max']:g}",
                        f"{x['date']} ({x.get('code', '-')})" if x.get("date") else "-"] if several else [])
@@ -1305,7 +1329,10 @@ def readme_results(docs: Path) -> str:
     gpu = {x["size"]: x for x in read_lines(docs / "wm_throughput_h100.jsonl")
            if x.get("benchmark") == "wm_throughput"}
     cpu_runs = [x for x in read_lines(docs / "official_speed_cpu.jsonl")
-                if x.get("benchmark") == "official_speed" and not x.get("host_malloc")]  # the defaults' figures
+                if x.get("benchmark") == "official_speed"
+                and not x.get("host_malloc") and not x.get("xla_flags")]  # the defaults' figures
+    where = processor(cpu_runs[-1]) if cpu_runs else "not recorded"  # the latest run's processor, alone
+    cpu_runs = [x for x in cpu_runs if processor(x) == where]
     cpu = {x["size"]: x for x in cpu_runs if x.get("dtype", "float32") == "float32"}
     cpu_bf16 = {x["size"]: x for x in cpu_runs if x.get("dtype") == "bfloat16"}
     text = ("Does the world model learn, side by side with the official DreamerV3 3.3.1 at the same budget "
@@ -1325,7 +1352,8 @@ def readme_results(docs: Path) -> str:
                  f"takes **{ms * 1000:.1f} ms** on one {s12['device']}"
                  + (" (its GPU default scans)" if s12 is auto.get("size12m") else ""))
     if cpu:
-        text += ("; on 2 CPU cores, in the same run, the official's step takes "
+        text += ("; on 2 CPU cores" + ("" if where == "not recorded" else f" of an {where}")
+                 + ", in the same run, the official's step takes "
                  + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x ({k})" for k, x in cpu.items())
                  + " this project's"
                  + (" (bfloat16 on both sides: "

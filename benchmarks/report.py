@@ -53,12 +53,49 @@ def host_malloc_record() -> dict[str, str]:
     return {k: os.environ[k] for k in HOST_MALLOC_VARIABLES if os.environ.get(k)}
 
 
+def cpu_model() -> str:
+    """The host processor: its model name, family and model numbers and widest matrix / vector extension
+    (`/proc/cpuinfo`, e.g. "Intel(R) Xeon(R) Processor (family 6 model 143; amx, avx512)"; else
+    `platform.processor()`, else "unknown"). Why: the 2-core machines this project is measured on have
+    been of more than one kind, and a CPU figure holds for its processor; under a hypervisor the name alone
+    can be generic, so the numbers and extensions go with it."""
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if not key.strip():
+                break  # the first processor's block is enough
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    name = fields.get("model name")
+    if not name:
+        import platform
+
+        return platform.processor() or "unknown"
+    flags = set(fields.get("flags", "").split())
+    isa = [x for x, flag in (("amx", "amx_bf16"), ("avx512", "avx512f"), ("avx2", "avx2")) if flag in flags]
+    family, model = fields.get("cpu family", "?"), fields.get("model", "?")
+    return f"{name} (family {family} model {model}; {', '.join(isa) or 'sse'})"
+
+
+def run_conditions() -> dict[str, Any]:
+    """What a speed figure depends on besides its code and settings: `cpu_model` (the host processor, always),
+    `host_malloc` (a host-memory setting, when one is set) and `xla_flags` (`XLA_FLAGS`, when set), so that
+    a record is never read as one made on another processor or with the defaults."""
+    conditions: dict[str, Any] = {}
+    if malloc := host_malloc_record():
+        conditions["host_malloc"] = malloc
+    if flags := os.environ.get("XLA_FLAGS", "").strip():
+        conditions["xla_flags"] = flags
+    conditions["cpu_model"] = cpu_model()
+    return conditions
+
+
 def emit_record(record: dict[str, Any], out: str | None) -> dict[str, Any]:
-    """Print `record` as one JSON line (and append it to `out`); a record made under a host-memory setting
-    gains `host_malloc`, naming it, so it is never read as one made with the defaults."""
-    malloc = host_malloc_record()
-    if malloc and "host_malloc" not in record:
-        record = {**record, "host_malloc": malloc}
+    """Print `record` as one JSON line (and append it to `out`), with its `run_conditions` (a field the record
+    already has is kept)."""
+    record = {**record, **{k: v for k, v in run_conditions().items() if k not in record}}
     if out:
         from muse_common.files import append_jsonl
 

@@ -44,7 +44,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.official.official_speed_worker import minor_faults  # noqa: E402  (stdlib only: counted alike)
 from benchmarks.official.run import official_available, official_paths  # noqa: E402
-from benchmarks.report import emit_record, git_commit, host_malloc_record  # noqa: E402
+from benchmarks.report import emit_record, git_commit, run_conditions  # noqa: E402
 from muse_common.files import append_jsonl  # noqa: E402
 
 
@@ -235,8 +235,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     records = []
     for size in args.size:
         rec = compare(size, args)
-        if malloc := host_malloc_record():  # inherited by both workers: both sides ran under it
-            rec["host_malloc"] = malloc
+        # the processor, and a host-memory setting or XLA_FLAGS inherited by both workers: both sides ran under it
+        rec.update({k: v for k, v in run_conditions().items() if k not in rec})
         print(json.dumps(rec), flush=True)
         if args.out:
             append_jsonl(args.out, rec)

@@ -161,7 +161,7 @@ def test_a_bfloat16_cpu_run_is_its_own_row_and_never_the_float32_headline(tmp_pa
     with path.open("a") as f:
         f.write(json.dumps(bf16) + "\n")
     page = speed(tmp_path / "docs")
-    assert "at bfloat16 on both sides, " in page and f"3.21x ({last['size']})" in page
+    assert "at bfloat16 on both sides " in page and f"3.21x ({last['size']})" in page
     assert f"--size {last['size']}" in page and "--dtype bfloat16" in page
     assert f"| {last['size']} | bfloat16 |" in page
     after = readme_results(tmp_path / "docs")
@@ -177,10 +177,10 @@ def test_a_record_made_under_a_host_memory_setting_names_it(tmp_path, monkeypatc
 
     from benchmarks.report import HOST_MALLOC_VARIABLES, emit_record
 
-    for name in HOST_MALLOC_VARIABLES:
+    for name in (*HOST_MALLOC_VARIABLES, "XLA_FLAGS"):
         monkeypatch.delenv(name, raising=False)
     out = tmp_path / "speed.jsonl"
-    assert emit_record({"benchmark": "x"}, str(out)) == {"benchmark": "x"}
+    assert emit_record({"benchmark": "x"}, str(out)).keys() == {"benchmark", "cpu_model"}
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
     emitted = emit_record({"benchmark": "y"}, str(out))
     assert emitted["host_malloc"] == {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
@@ -234,3 +234,43 @@ def test_the_host_memory_loop_table_gives_each_variants_loop_over_bench_ratio_an
     assert "overlapped / bench: median (runs)" in text
     assert "| `defaults` | 2 | 1.00 | **1.80** | 1.80 | 1.00x (1.00x) |" in text  # both runs at 1.00: one value
     assert "| `hugetlb` | 2 | 1.00 | **2.40** | 2.50 | 0.96x (0.80-1.12x) |" in text
+
+
+def test_a_record_names_its_processor_and_any_xla_flags(tmp_path, monkeypatch):
+    """Two 2-core machines of one kind differed ~2x in CPU time per step, and an XLA flag changes a step's
+    time: every record names the processor, and one made with XLA_FLAGS set names them."""
+    from benchmarks.report import cpu_model, emit_record
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    plain = emit_record({"benchmark": "x"}, None)
+    assert plain["cpu_model"] == cpu_model() and plain["cpu_model"] not in ("", "unknown")
+    assert "xla_flags" not in plain
+    monkeypatch.setenv("XLA_FLAGS", " --xla_cpu_use_onednn=true ")
+    flagged = emit_record({"benchmark": "y", "cpu_model": "kept"}, str(tmp_path / "r.jsonl"))
+    assert flagged["xla_flags"] == "--xla_cpu_use_onednn=true" and flagged["cpu_model"] == "kept"
+
+
+def test_the_cpu_table_names_processors_and_the_readme_quotes_the_latest_ones_runs_alone(tmp_path: Path) -> None:
+    from benchmarks.pages import processor, readme_results, speed
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    shutil.copytree(docs, tmp_path / "docs")
+    path = tmp_path / "docs" / "official_speed_cpu.jsonl"
+    runs = [json.loads(x) for x in path.read_text().splitlines() if '"official_speed"' in x]
+    last = [x for x in runs if x.get("dtype", "float32") == "float32"][-1]
+    other = last | {"cpu_model": "AMD EPYC 9999 64-Core Processor (family 25 model 17; avx512, avx2)",
+                    "speed_ratio_official_over_ours": 9.87}
+    flagged = last | {"xla_flags": "--xla_cpu_use_onednn=true", "speed_ratio_official_over_ours": 7.65}
+    with path.open("a") as f:
+        f.write(json.dumps(other) + "\n" + json.dumps(flagged) + "\n")
+    assert processor(other) == "AMD EPYC 9999 64-Core (family 25 model 17; avx512, avx2)"
+    assert processor({}) == "not recorded"
+    page = speed(tmp_path / "docs")
+    assert f"| {last['size']} | float32 | AMD EPYC 9999 64-Core (family 25 model 17; avx512, avx2) |" in page
+    assert "on AMD EPYC 9999 64-Core (family 25 model 17; avx512, avx2): 9.87x" in page
+    assert "7.65x" not in page  # a run under XLA flags is not the defaults' figure
+    readme = readme_results(tmp_path / "docs")
+    assert "on 2 CPU cores of an AMD EPYC 9999" in readme and f"9.87x ({last['size']})" in readme
+    earlier = {x["size"] for x in runs if processor(x) == processor(last)} - {last["size"]}
+    for size in earlier:  # the other sizes were timed on another processor: not quoted beside this one
+        assert f"({size})" not in readme.split("of an AMD")[1].split("; on one NVIDIA")[0]
