@@ -8,6 +8,13 @@ times each including compilation, and checks that both wrote every task's episod
     python benchmarks/adapt_tasks.py --checkpoint runs/quickstart --tasks 10 --episodes 2
     python benchmarks/adapt_tasks.py --pretrain-config smoke --tasks 2 --episodes 1   # makes a tiny checkpoint
 
+`--compare overlap` times `adapt.overlap_collect` instead (acting while the train steps run), tasks side by
+side: one untimed run per setting first compiles its programs in this process, then `--rounds` rounds each
+time a serial and an overlapped run (order alternating by round, so a change of load hits both alike):
+
+    python benchmarks/adapt_tasks.py --compare overlap --checkpoint runs/quickstart/muse --tasks 2 \
+        --episodes 2 --rounds 3 --out docs/adapt_overlap_cpu.jsonl
+
 The last line printed is always one JSON object.
 """
 
@@ -34,7 +41,8 @@ from muse_jax.envs.metaworld import NOVEL_TASKS  # noqa: E402
 
 def time_adapt(checkpoint: str, agent: str, out: Path, tasks: list[str], episodes: int, parallel: bool,
                overrides: dict[str, Any]) -> float:
-    """Seconds for one whole `adapt` run (compilation included); checks every episode was written."""
+    """Seconds for one whole `adapt` run (compilation included, unless an earlier run in this process compiled
+    the same programs); checks every episode was written."""
     from muse_jax.loops.adapt import adapt
 
     t0 = time.perf_counter()
@@ -45,6 +53,48 @@ def time_adapt(checkpoint: str, agent: str, out: Path, tasks: list[str], episode
     if n != len(tasks) * episodes:
         raise SystemExit(f"{out}: {n} episodes written, expected {len(tasks) * episodes}.")
     return wall
+
+
+def checkpoint_config(checkpoint: str) -> str:
+    """The name of the config a `muse-wm pretrain` run folder was trained with ("unknown" where its latest
+    checkpoint does not say), so that a record names its checkpoint by more than a local path."""
+    from muse_jax.checkpoint import Checkpointer
+
+    with Checkpointer(Path(checkpoint) / "checkpoints", read_only=True) as ck:
+        config = ck.read_meta().get("config")
+    return str(config.get("name", "unknown")) if isinstance(config, dict) else "unknown"
+
+
+def compare_overlap(checkpoint: str, args: Any, tasks: list[str], overrides: dict[str, Any], work: Path,
+                    ) -> dict[str, Any]:
+    """`adapt.overlap_collect` off vs on, tasks side by side, compiled once before any timed run."""
+    import statistics
+
+    import jax
+
+    from benchmarks.report import git_commit
+
+    def run(name: str, overlap: bool) -> float:
+        return time_adapt(checkpoint, args.agent, work / name, tasks, args.episodes, True,
+                          {**overrides, "adapt.overlap_collect": overlap})
+
+    # Why one warm-up per setting: the learner's graph definition holds its config, so a changed setting (this one
+    # included) compiles the policy and train programs again (~25 s of a ~50 s quickstart run on 2 CPU cores)
+    warmup_s = run("warmup", False) + run("warmup-overlap", True)
+    times: dict[str, list[float]] = {"serial": [], "overlap": []}
+    for r in range(args.rounds):
+        order = ("serial", "overlap") if r % 2 == 0 else ("overlap", "serial")
+        for name in order:
+            times[name].append(round(run(f"{name}-{r}", name == "overlap"), 2))
+    serial, overlap = statistics.median(times["serial"]), statistics.median(times["overlap"])
+    return {"benchmark": "adapt_overlap", "checkpoint": checkpoint, "checkpoint_config": checkpoint_config(checkpoint),
+            "agent": args.agent, "tasks": len(tasks),
+            "episodes_per_task": args.episodes, "overrides": args.overrides, "rounds": args.rounds,
+            "warmup_s": round(warmup_s, 2), "serial_s": times["serial"], "overlap_s": times["overlap"],
+            "serial_median_s": serial, "overlap_median_s": overlap, "speedup": round(serial / overlap, 3),
+            "device": str(jax.devices()[0].device_kind), "cpu_cores": os.cpu_count(),
+            "loadavg_1m_end": round(os.getloadavg()[0], 2), "code": git_commit(),
+            "date": time.strftime("%Y-%m-%d")}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -59,8 +109,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="adapt-time config override (e.g. env.max_episode_steps=100)")
     p.add_argument("--workdir", default=None, type=path_text_arg,
-                   help="where the two adapt outputs go (default: a temp folder)")
+                   help="where the adapt outputs go (default: a temp folder)")
+    p.add_argument("--compare", choices=("parallel", "overlap"), default="parallel",
+                   help="parallel: tasks side by side vs one at a time; overlap: adapt.overlap_collect off vs on")
+    p.add_argument("--rounds", type=int, default=3, help="--compare overlap: timed rounds (serial + overlapped)")
+    p.add_argument("--out", default=None, type=path_text_arg, help="also append the record to this JSONL file")
     args = p.parse_args(argv)
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds {args.rounds}: give at least 1.")
     if not 1 <= args.tasks <= len(NOVEL_TASKS):
         raise SystemExit(f"--tasks {args.tasks}: give 1..{len(NOVEL_TASKS)}.")
     work = Path(args.workdir or tempfile.mkdtemp(prefix="adapt_tasks_"))
@@ -78,6 +134,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         pretrain_s = time.perf_counter() - t0
     tasks = list(NOVEL_TASKS[: args.tasks])
     overrides = parse_overrides(args.overrides)
+    if args.compare == "overlap":
+        return emit_record(compare_overlap(checkpoint, args, tasks, overrides, work), args.out)
     vmapped = time_adapt(checkpoint, args.agent, work / "vmapped", tasks, args.episodes, True, overrides)
     one = time_adapt(checkpoint, args.agent, work / "one_at_a_time", tasks, args.episodes, False, overrides)
     import jax

@@ -656,6 +656,49 @@ def processor(x: dict[str, Any]) -> str:
     return " ".join(model.split())
 
 
+ADAPT_OVERLAP_RECORDS = "adapt_overlap_cpu.jsonl"
+"""`benchmarks/adapt_tasks.py --compare overlap` records (`--out`)."""
+
+
+def adapt_overlap_section(docs: Path) -> list[str]:
+    """Adaptation's wall time serially and with `adapt.overlap_collect`, one row per run of the benchmark
+    (its rounds' medians, every round's times beside them)."""
+    path = docs / ADAPT_OVERLAP_RECORDS
+    runs = [x for x in read_lines(path) if x.get("benchmark") == "adapt_overlap"] if path.exists() else []
+    if not runs:
+        return []
+    procs = list(dict.fromkeys(processor(x) for x in runs))
+    groups: dict[tuple[str, str, str], list[float]] = {}  # overlapped / serial wall time, per setting
+    for x in runs:
+        cfg = f"{x['checkpoint_config']} checkpoint" if x.get("checkpoint_config") else "checkpoint config not recorded"
+        key = (cfg, x["agent"], " ".join(x["overrides"]))
+        groups.setdefault(key, []).append(x["overlap_median_s"] / x["serial_median_s"])
+    return ["", "## Acting while training in adaptation (`adapt_tasks.py --compare overlap`)", "",
+            about(command="\n".join(dict.fromkeys(
+                      "python benchmarks/adapt_tasks.py --compare overlap --checkpoint CHECKPOINT "
+                      f"--agent {x['agent']} --tasks {x['tasks']} --episodes {x['episodes_per_task']} "
+                      f"--rounds {x['rounds']}"
+                      + "".join(f" --set {o}" for o in x["overrides"]) for x in runs)),
+                  machine=f"{runs[-1]['cpu_cores']}-core CPU ({'; '.join(procs)})",
+                  budget="per row: the tasks side by side, the episodes per task, one untimed run that compiles, "
+                         "then the rounds (a serial and an overlapped run each, the order alternating)",
+                  seeds="one (a timing; each run adapts from the same checkpoint with the same seed)",
+                  shows="With `adapt.overlap_collect`, adaptation takes " + "; ".join(
+                      "-".join(f"{v:.2f}x" for v in sorted({min(ratios), max(ratios)}))
+                      + f" its serial wall time ({agent}, {cfg}, {sets or 'its own settings'}; {len(ratios)} run"
+                      + ("s" if len(ratios) > 1 else "") + ")"
+                      for (cfg, agent, sets), ratios in groups.items()) + " (above 1x: slower).",
+                  data=f"`docs/{ADAPT_OVERLAP_RECORDS}`"),
+            table(["checkpoint", "agent", "settings", "tasks x episodes", "serial s (rounds)", "overlapped s (rounds)",
+                   "serial / overlapped", "load (1 min, at the end)", "run (code)"],
+                  [[x.get("checkpoint_config", "-"), x["agent"], " ".join(f"`{o}`" for o in x["overrides"]) or "-",
+                    f"{x['tasks']} x {x['episodes_per_task']}",
+                    f"{x['serial_median_s']:.1f} ({', '.join(f'{v:.1f}' for v in x['serial_s'])})",
+                    f"{x['overlap_median_s']:.1f} ({', '.join(f'{v:.1f}' for v in x['overlap_s'])})",
+                    f"**{x['speedup']:.2f}x**", f"{x['loadavg_1m_end']:g}", f"{x['date']} ({x['code']})"]
+                   for x in runs])]
+
+
 def ratio_span(xs: list[dict[str, Any]], tag: str) -> str:
     """The range of the loops' `{tag}_ratio` over runs, as '0.95-1.00x' (one figure when they agree)."""
     lo, hi = min(x[f"{tag}_ratio"] for x in xs), max(x[f"{tag}_ratio"] for x in xs)
@@ -771,7 +814,7 @@ def host_memory_section(docs: Path) -> list[str]:
 
 
 @page("experiments/speed.md", ("wm_throughput_h100.jsonl", "official_speed_cpu.jsonl", "official_speed_gpu.jsonl",
-                                "wm_seeds_gpu.jsonl", *LOOP_RECORDS.values(),
+                                "wm_seeds_gpu.jsonl", *LOOP_RECORDS.values(), ADAPT_OVERLAP_RECORDS,
                                 *HOST_MEMORY_RECORDS.values()))
 def speed(docs: Path) -> str:
     gpu = [x for x in read_lines(docs / "wm_throughput_h100.jsonl") if x.get("benchmark") == "wm_throughput"]
@@ -849,7 +892,8 @@ def speed(docs: Path) -> str:
                        f"{x['loadavg_1m_min']:g}-{x['loadavg_1m_max']:g}",
                        f"{x['date']} ({x.get('code', '-')})" if x.get("date") else "-"] if several else [])
                    for x in cpu])]
-    out += gpu_vs_official_section(docs) + loop_section(docs, "cpu") + host_memory_section(docs)
+    out += (gpu_vs_official_section(docs) + loop_section(docs, "cpu") + adapt_overlap_section(docs)
+            + host_memory_section(docs))
     return "\n".join(out)
 
 

@@ -43,7 +43,8 @@ KEYS_ADDED_WITH_OLD_BEHAVIOUR: dict[str, Any] = {
     "replay.online": False, "model.hidden_bias": False, "replay.unfinished": False,
     "behavior.split_policy_out": False, "model.observe_unroll": 1, "behavior.imag_unroll": 1,
     "model.competence_reading": "steps_left", "train.overlap_collect": False,
-    "regulation.effect_diagnostics": True, "model.observe_remat": "none", "model.observe_param_grads": "in_loop"}
+    "regulation.effect_diagnostics": True, "model.observe_remat": "none", "model.observe_param_grads": "in_loop",
+    "adapt.overlap_collect": False}
 """Settings added after runs were saved, with the value that reproduces what the code did before they
 existed: a saved config that lacks one of them counts as holding this value on resume (a key added with a
 new behaviour as its default is not listed, so an older run is refused rather than resumed differently)."""

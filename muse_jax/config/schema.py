@@ -433,6 +433,14 @@ class AdaptConfig:
     """Adapt all novel tasks side by side (learner states stacked, policy and train steps vmapped over the
     task axis, one env per task); False = one task after another. Either way each task adapts on its own,
     episode after episode (MUSE §3.2.1)."""
+    overlap_collect: bool = False
+    """Act while the learner trains, as `train.overlap_collect` does in pre-training (the same `RunLoop`): after
+    each task step the policy for the next step is dispatched with the learner state of that moment, before
+    that step's train steps. The step acting at loop tick k then uses the state after the train calls of
+    ticks 0..k-2 (without overlap: 0..k-1), so the first action of an episode is chosen before the train steps
+    owed at the end of the previous one have updated the weights it acts with; they have still run before it
+    acts, and the records' counters are the same. A resumed run's first tick acts with the restored state.
+    Off by default: the adaptation figures in docs/experiments were measured without it."""
 
 
 @dataclasses.dataclass(frozen=True)

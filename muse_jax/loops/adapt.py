@@ -10,7 +10,8 @@ shared read-only, plus its own new episodes), and the policy step and the train 
 `jax.vmap`ped over the task axis in one jitted program, one env per task. With
 `adapt.parallel_tasks: false` (`--one-task-at-a-time`) the same code runs groups of one task.
 Tasks never share data or weights, so the two settings run the same experiment.
-The loop and the train driver are pre-training's (`run_loop.RunLoop`, `TrainDriver.task_stacked`);
+The loop and the train driver are pre-training's (`run_loop.RunLoop`, `TrainDriver.task_stacked`;
+`adapt.overlap_collect` acts while the train steps run, as `train.overlap_collect` does there);
 what differs is the callbacks: the owed steps count from the group's first step (`train_steps_due`),
 and a checkpoint and log line follow each step that finished episodes.
 
@@ -327,7 +328,8 @@ class _GroupAdaptation:
 
     def loop(self, rounds: list[int], stop_after_rounds: int | None) -> RunLoop:
         """The shared loop with adaptation's callbacks; `rounds` counts checkpointed rounds over groups."""
-        loop = RunLoop(self.collector, lambda _: (self.driver.state, self.agent), self.env_steps0, 1)
+        loop = RunLoop(self.collector, lambda _: (self.driver.state, self.agent), self.env_steps0, 1,
+                       overlap=self.cfg.adapt.overlap_collect)
         loop.on_step(self.train)
         loop.on_step(self.record_episodes)
 

@@ -52,11 +52,12 @@ class RunLoop:
     step; `env_step` is the counter the run resumes from, advanced by `steps_per_tick` per step (the
     number of envs in pre-training; one per task in adaptation, which counts each task's own steps).
 
-    `overlap` (pre-training's `train.overlap_collect`): right after each env step, `act` is asked for the
-    next step's weights and the policy is dispatched at once (`Collector.prefetch`), before the callbacks
-    dispatch this tick's train steps, so the next tick's actions do not wait for them and the envs step
-    while they run. The policy acting at tick k then has the weights after the callbacks of ticks 0..k-2
-    (without overlap: 0..k-1); the first tick of the loop asks `act` at its start, as without overlap."""
+    `overlap` (pre-training's `train.overlap_collect`, adaptation's `adapt.overlap_collect`): right after each
+    env step, `act` is asked for the next step's weights and the policy is dispatched at once
+    (`Collector.prefetch`), before the callbacks dispatch this tick's train steps, so the next tick's actions
+    do not wait for them and the envs step while they run. The policy acting at tick k then has the weights
+    after the callbacks of ticks 0..k-2 (without overlap: 0..k-1); the first tick of the loop asks `act` at
+    its start, as without overlap."""
 
     def __init__(self, collector: Collector, act: Callable[[int], tuple[Any, str]], env_step: int,
                  steps_per_tick: int, overlap: bool = False) -> None:

@@ -274,3 +274,25 @@ def test_the_cpu_table_names_processors_and_the_readme_quotes_the_latest_ones_ru
     earlier = {x["size"] for x in runs if processor(x) == processor(last)} - {last["size"]}
     for size in earlier:  # the other sizes were timed on another processor: not quoted beside this one
         assert f"({size})" not in readme.split("of an AMD")[1].split("; on one NVIDIA")[0]
+
+
+def test_the_adaptation_overlap_section_gives_each_settings_range_of_overlapped_over_serial(tmp_path: Path) -> None:
+    from benchmarks.pages import adapt_overlap_section
+
+    def run(serial: float, overlap: float, sets: list[str]) -> dict:
+        return {"benchmark": "adapt_overlap", "checkpoint": "/x", "checkpoint_config": "quickstart", "agent": "muse",
+                "tasks": 2, "episodes_per_task": 2, "overrides": sets, "rounds": 3, "warmup_s": 80.0,
+                "serial_s": [serial] * 3, "overlap_s": [overlap] * 3, "serial_median_s": serial,
+                "overlap_median_s": overlap, "speedup": serial / overlap, "device": "cpu", "cpu_cores": 2,
+                "loadavg_1m_end": 2.0, "code": "abc1234", "date": "2026-11-29",
+                "cpu_model": "Acme X1 Processor (family 1 model 2; avx2)"}
+
+    lines = [run(50.0, 52.5, ["adapt.train_ratio=512"]), run(50.0, 55.0, ["adapt.train_ratio=512"]),
+             run(40.0, 30.0, [])]
+    (tmp_path / "adapt_overlap_cpu.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    text = "\n".join(adapt_overlap_section(tmp_path))
+    assert ("adaptation takes 1.05x-1.10x its serial wall time (muse, quickstart checkpoint, adapt.train_ratio=512; "
+            "2 runs); 0.75x its serial wall time (muse, quickstart checkpoint, its own settings; 1 run)") in text
+    assert "| quickstart | muse | `adapt.train_ratio=512` | 2 x 2 | 50.0 (50.0, 50.0, 50.0) |" in text
+    assert "**0.95x**" in text and "**1.33x**" in text and "(Acme X1 (family 1 model 2; avx2))" in text
+    assert adapt_overlap_section(tmp_path / "nothing") == []

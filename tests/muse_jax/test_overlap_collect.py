@@ -122,6 +122,9 @@ def test_overlap_collect_setting_defaults_off_and_older_runs_resume_without_it()
     del saved["train"]["overlap_collect"]  # a run saved before the setting existed acted without overlap
     assert resume_conflicts(saved, cfg) == []
     assert resume_conflicts(saved, on) == ["train.overlap_collect"]
+    assert cfg.adapt.overlap_collect is False  # adaptation's own switch, also off for runs saved before it
+    del saved["adapt"]["overlap_collect"]
+    assert resume_conflicts(saved, cfg) == []
 
 
 # ----------------------------------------------------------------------------- smoke pre-training

@@ -174,6 +174,36 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
         adapt_mod.adapt(logdir, "muse", out, tasks=tasks, episodes=4, echo=lambda s: None)
 
 
+def test_adapt_with_overlap_collect_keeps_the_protocol_and_acts_one_train_call_behind(run, cfg, tmp_path,
+                                                                                     monkeypatch):
+    """`adapt.overlap_collect`: the loop acts while the train steps run. The episodes and their counters are the
+    protocol's (check_sequential), the first step acts with the pre-trained weights in both settings, and the
+    later steps act with weights one train call staler, so the competence signal they read differs."""
+    from muse_jax.loops.run_loop import RunLoop
+
+    seen: list[bool] = []
+
+    class RecordingLoop(RunLoop):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            seen.append(self.overlap)
+
+    monkeypatch.setattr(adapt_mod, "RunLoop", RecordingLoop)
+    tasks = [TASK, "plate-slide-v3"]  # the shapes of the test above: its compiled programs are reused
+    records = {}
+    for on in (False, True):
+        out = tmp_path / f"overlap-{on}"
+        adapt_mod.adapt(run[0], "muse", out, tasks=tasks, episodes=1, overrides={"adapt.overlap_collect": on},
+                        echo=lambda s: None)
+        records[on] = sorted(read_jsonl(out / "episodes.jsonl"), key=lambda x: x["task"])
+        check_sequential(records[on], cfg, 1)
+    assert seen == [False, True]
+    serial, overlapped = records[False], records[True]
+    assert [x["train_step_end"] for x in serial] == [x["train_step_end"] for x in overlapped]
+    assert all(a["signal"][0] == b["signal"][0] for a, b in zip(serial, overlapped, strict=True))
+    assert any(a["signal"] != b["signal"] for a, b in zip(serial, overlapped, strict=True))
+
+
 def test_dreamer_pretrain_has_no_competence_params_and_adapt_refuses_mismatch(run, cfg, tmp_path):
     dreamer_run = tmp_path / "dreamer"
     # the random prefill is enough to write a checkpoint of the Dreamer model
