@@ -54,11 +54,11 @@ def host_malloc_record() -> dict[str, str]:
 
 
 def cpu_model() -> str:
-    """The host processor: its model name, family and model numbers and widest matrix / vector extension
-    (`/proc/cpuinfo`, e.g. "Intel(R) Xeon(R) Processor (family 6 model 143; amx, avx512)"; else
-    `platform.processor()`, else "unknown"). Why: the 2-core machines this project is measured on have
-    been of more than one kind, and a CPU figure holds for its processor; under a hypervisor the name alone
-    can be generic, so the numbers and extensions go with it."""
+    """The host processor: its model name, family and model numbers and which of the AMX, AVX-512 and AVX2
+    extensions it has (`/proc/cpuinfo`, e.g. "Intel(R) Xeon(R) Processor (family 6 model 167; amx, avx512,
+    avx2)"; else `platform.processor()`, else "unknown"). Why: the 2-core machines this project is measured on
+    have been of more than one kind, and a CPU figure holds for its processor; under a hypervisor the name
+    alone can be generic, so the numbers and extensions go with it."""
     fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
