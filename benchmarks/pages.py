@@ -618,9 +618,22 @@ def loop_section(docs: Path, where: str) -> list[str]:
         return [] if on_gpu else [f"{x['loadavg_1m']:.1f}-{x['loadavg_1m_end']:.1f}"]
 
     title = "one GPU" if on_gpu else "the CPU"
+    procs = [] if on_gpu else list(dict.fromkeys(processor(x) for x in runs))
+    named = len(procs) > 1 or procs not in ([], ["not recorded"])  # the CPU rows name their processor
+
+    def where_run(x: dict[str, Any]) -> list[str]:
+        return [processor(x)] if named else []
+
+    def who(x: dict[str, Any]) -> str:
+        if on_gpu:
+            return f"{label(x)}, "
+        if len(procs) > 1:
+            return f"on {'an unrecorded processor' if processor(x) == 'not recorded' else processor(x)}, "
+        return ""
+
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
-    for x in runs:  # a lease's runs of one train ratio; on the CPU all runs of one train ratio
-        groups.setdefault((f"{label(x)}, " if on_gpu else "", x["train_ratio"]), []).append(x)
+    for x in runs:  # a lease's runs of one train ratio; on the CPU a processor's runs of one train ratio
+        groups.setdefault((who(x), x["train_ratio"]), []).append(x)
 
     digits = 1 if on_gpu else 2  # tens of updates/s on a GPU, a few on the CPU
     return ["", f"## A learning run at the train step's rate on {title} (`collect_overhead.py --loop`)", "",
@@ -630,19 +643,25 @@ def loop_section(docs: Path, where: str) -> list[str]:
                          f"{r['size']}, {r['num_envs']} envs, batch {r['batch']} x {r['seq']}; the bench is the "
                          "same compiled train step on a batch of the same replay, each call waited for",
                   seeds="one (a timing)",
-                  shows="; ".join(f"{who}{'t' if who else 'T'}rain ratio {tr:g}: the loop runs at "
+                  shows=sentence("; ".join(f"{who}train ratio {tr:g}: the loop runs at "
                                   f"{ratio_span(xs, 'serial')} its train step's rate serially and "
                                   f"{ratio_span(xs, 'overlap')} with `train.overlap_collect`"
                                   + (f" ({len(xs)} runs)" if len(xs) > 1 else "")
                                   for (who, tr), xs in groups.items())
-                        + f" (target: at least {LOOP_TARGET:g}x).",
+                                  + f" (target: at least {LOOP_TARGET:g}x)."),
                   data=f"`docs/{LOOP_RECORDS[where]}`"),
-            table(["lease" if on_gpu else "date", "train ratio", "loop", "loop updates/s", "bench updates/s",
-                   "ratio", "target"] + ([] if on_gpu else ["load (1 min, before-after)"]),
-                  [[label(x), fmt(x["train_ratio"], 0), name,
+            table(["lease" if on_gpu else "date"] + (["processor"] if named else [])
+                  + ["train ratio", "loop", "loop updates/s", "bench updates/s", "ratio", "target"]
+                  + ([] if on_gpu else ["load (1 min, before-after)"]),
+                  [[label(x)] + where_run(x) + [fmt(x["train_ratio"], 0), name,
                     fmt(x[f"{tag}_loop_updates_per_s"], digits), fmt(x[f"{tag}_bench_updates_per_s"], digits),
                     f"**{x[f'{tag}_ratio']:.2f}**", verdict[x[f"{tag}_ratio"] >= LOOP_TARGET]] + load(x)
                    for x in runs for tag, name in (("serial", "serial"), ("overlap", "overlapped"))])]
+
+
+def sentence(text: str) -> str:
+    """`text` with its first letter upper-case (a generated sentence may start with a lower-case phrase)."""
+    return text[:1].upper() + text[1:]
 
 
 def processor(x: dict[str, Any]) -> str:
@@ -711,8 +730,12 @@ def loop_phrase(docs: Path) -> str:
     out = []
     for where in ("gpu", "cpu"):
         runs = loop_runs(docs, where)
+        if runs and where == "cpu":  # the latest run's processor alone, named where its records name it
+            runs = [x for x in runs if processor(x) == processor(runs[-1])]
         if runs:
-            words = "one GPU" if where == "gpu" else f"{runs[-1]['cpu_cores']} CPU cores"
+            proc = processor(runs[-1])
+            words = ("one GPU" if where == "gpu" else f"{runs[-1]['cpu_cores']} CPU cores"
+                     + ("" if proc == "not recorded" else f" of an {proc}"))
             top = max(x["train_ratio"] for x in runs)
             xs = [x for x in runs if x["train_ratio"] == top]
             out.append(f"{ratio_span(xs, 'overlap')} with `train.overlap_collect` on {words} at train ratio "

@@ -132,6 +132,29 @@ def test_the_readme_phrase_takes_the_most_updates_per_tick_and_the_gpu_first(tmp
         "train step's updates/s (target: at least 0.9x)")
 
 
+def test_cpu_loop_runs_on_two_processors_are_told_apart_and_the_readme_takes_the_latest_ones(tmp_path: Path) -> None:
+    from benchmarks.pages import loop_phrase, loop_section
+
+    base = {"benchmark": "collect_overhead_loop", "summary": True, "config": "quickstart", "size": "size1m",
+            "num_envs": 4, "batch": 16, "seq": 32, "device": "cpu", "cpu_cores": 2, "updates": 40,
+            "date": "2026-11-29", "loadavg_1m": 1.25, "loadavg_1m_end": 3.0, "train_ratio": 512.0,
+            "sets": ["train.train_ratio=512"], "serial_loop_updates_per_s": 2.5, "serial_bench_updates_per_s": 3.125,
+            "serial_ratio": 0.8, "overlap_loop_updates_per_s": 3.5, "overlap_bench_updates_per_s": 3.5,
+            "overlap_ratio": 1.0}
+    newer = base | {"cpu_model": "Acme X1 Processor (family 1 model 2; avx2)", "serial_ratio": 0.6,
+                    "overlap_ratio": 0.85}
+    (tmp_path / "collect_overhead_cpu.jsonl").write_text(json.dumps(base) + "\n" + json.dumps(newer) + "\n")
+    text = "\n".join(loop_section(tmp_path, "cpu"))
+    assert "| 2026-11-29 | not recorded | 512 | serial | 2.50 | 3.12 | **0.80** | not met | 1.2-3.0 |" in text
+    assert "| 2026-11-29 | Acme X1 (family 1 model 2; avx2) | 512 | overlapped |" in text
+    assert "**What it shows.** On an unrecorded processor, train ratio 512: the loop runs at 0.80x" in text
+    assert ("on Acme X1 (family 1 model 2; avx2), train ratio 512: the loop runs at 0.60x its train step's rate "
+            "serially and 0.85x") in text
+    assert loop_phrase(tmp_path) == (
+        "; a learning run keeps 0.85x with `train.overlap_collect` on 2 CPU cores of an Acme X1 (family 1 model 2; "
+        "avx2) at train ratio 512 (0.60x serially) of its train step's updates/s (target: at least 0.9x)")
+
+
 def test_a_pair_with_the_officials_deterministic_ops_off_is_named_and_never_the_headline(tmp_path: Path) -> None:
     r = rows()
     fast = record("size12m", "float32", 18.0, 27.0, AUTO) | {"official_deterministic": False}
