@@ -628,7 +628,7 @@ def loop_section(docs: Path, where: str) -> list[str]:
         if on_gpu:
             return f"{label(x)}, "
         if len(procs) > 1:
-            return f"on {'an unrecorded processor' if processor(x) == 'not recorded' else processor(x)}, "
+            return f"{on_processor(processor(x))}, "
         return ""
 
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
@@ -673,6 +673,11 @@ def processor(x: dict[str, Any]) -> str:
     for mark in ("(R)", "(TM)", " Processor", " CPU"):
         model = model.replace(mark, "")
     return " ".join(model.split())
+
+
+def on_processor(name: str) -> str:
+    """"on <processor>" for a sentence naming where CPU runs were made (`processor`'s name)."""
+    return "on an unrecorded processor" if name == "not recorded" else f"on {name}"
 
 
 ADAPT_OVERLAP_RECORDS = "adapt_overlap_cpu.jsonl"
@@ -887,7 +892,7 @@ def speed(docs: Path) -> str:
                           f"per row (rounds x steps per side), {c['order']}"),
                   seeds="one (a timing)",
                   shows=("In the same run, alternating, the official's step takes "
-                         + "; ".join((f"on {'an unrecorded processor' if p == 'not recorded' else p}: "
+                         + "; ".join((f"{on_processor(p)}: "
                                       if len(procs) > 1 else "")
                                      + ", ".join(("" if d == "float32" else f"at {d} on both sides ")
                                                  + " and ".join(f"{x['speed_ratio_official_over_ours']:.2f}x "
