@@ -12,10 +12,10 @@ shape: a few-shot ALFWorld-style transcript, long enough that prefill matters as
 The server backend (`--model openai:URL:MODEL`) is measured the same way: "batched" is one
 `complete(n=5)` call, which sends `n` in one request and, to a server that ignores `n` (llama.cpp),
 the missing samples as concurrent requests for its parallel slots; "sequential" is five calls.
-`--serve` starts `muse-llm serve` (llama-cpp-python's server) on the packaged `--model` first and
-measures through it; that server queues concurrent requests on one context, so expect little gain
-there; llama.cpp's own `llama-server -np 5` (pass its URL as `--model openai:URL:MODEL`) decodes
-them together.
+`--serve` starts `muse-llm serve --engine ENGINE` on the packaged `--model` first and measures through
+it. llama-cpp-python's server queues concurrent requests on one context, so expect little gain there;
+`transformers serve` ignores `n`, so its "batched" is concurrent single requests; llama.cpp's own
+`llama-server -np 5` (pass its URL as `--model openai:URL:MODEL`) decodes them together.
 
 The last line printed is one JSON object: `batched_s`, `sequential_s` (medians over repeats),
 `speedup` (sequential / batched), `prompt_tokens`, and the settings.
@@ -51,6 +51,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.report import emit_record  # noqa: E402
 from llm_side.backends import TEST_MODEL, load_llm  # noqa: E402
+from llm_side.serve import resolve_engine  # noqa: E402
 
 TRANSCRIPT_STEP = ("> go to countertop {i}\nOn the countertop {i}, you see a apple {i}, a bread {i}, "
                    "and a knife {i}.\n> think: The apple may be in the fridge; I should check there next.\nOK.\n")
@@ -70,18 +71,19 @@ def time_call(fn) -> float:
 
 
 @contextlib.contextmanager
-def served(model: str, threads: int, n_ctx: int = 4096, ready_s: float = 300) -> Iterator[str]:
-    """`muse-llm serve` on the packaged `model` at a free local port; yields its openai:URL:MODEL spec."""
-    from llm_side.serve import resolve_gguf, server_argv
-
-    gguf, alias = resolve_gguf(model)
+def served(model: str, threads: int, n_ctx: int = 4096, ready_s: float = 300, engine: str = "auto") -> Iterator[str]:
+    """`muse-llm serve --engine ENGINE` on the packaged `model` at a free local port; yields its openai:URL:MODEL
+    spec."""
+    engine = resolve_engine(engine)
+    alias = Path(model[5:]).stem if model.startswith("gguf:") else model
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
     log = tempfile.TemporaryFile(mode="w+")  # not a pipe: llama.cpp's load log would fill it and block the server
-    proc = subprocess.Popen(server_argv(gguf, alias, host="127.0.0.1", port=port, n_ctx=n_ctx, threads=threads),
-                            stdout=subprocess.DEVNULL, stderr=log, text=True)
+    cmd = [sys.executable, "-m", "llm_side.cli", "serve", "--model", model, "--engine", engine, "--host", "127.0.0.1",
+           "--port", str(port), "--threads", str(threads), "--n-ctx", str(n_ctx)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
     try:
         deadline = time.monotonic() + ready_s
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -119,6 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--serve", action="store_true",
                    help="start `muse-llm serve` on the packaged --model and measure the server backend")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="server threads with --serve")
+    p.add_argument("--engine", choices=("auto", "llama.cpp", "transformers"), default="auto",
+                   help="the server `--serve` starts (muse-llm serve --engine; auto: llama.cpp where built)")
     p.add_argument("--agent-steps", type=int, default=0,
                    help="time K steps of ReAct and of MUSE-LLM on a real ALFWorld game instead (s/step, ratio)")
     p.add_argument("--game", default=None, help="ALFWorld task id for --agent-steps (default: first held-out game)")
@@ -130,15 +134,18 @@ def main(argv: list[str] | None = None) -> dict:
     if args.temperature <= 0:
         p.error("--temperature must be > 0: greedy decoding draws one sample, so there is nothing to batch")
 
-    if args.agent_steps > 0:
-        return agent_steps(args)
+    run = agent_steps if args.agent_steps > 0 else measure
     if args.serve:
         if args.model.startswith(("openai:", "hf:")):
             p.error("--serve takes a packaged model or gguf:FILE as --model")
-        with served(args.model, args.threads) as spec:
-            return measure(args, spec, backend="openai-server (muse-llm serve: llama-cpp-python)")
+        try:
+            engine = resolve_engine(args.engine)
+        except RuntimeError as exc:
+            p.error(str(exc))
+        with served(args.model, args.threads, engine=engine) as spec:
+            return run(args, spec, backend=f"openai-server (muse-llm serve --engine {engine})")
     backend = "openai-server" if args.model.startswith("openai:") else "transformers"
-    return measure(args, args.model, backend=backend)
+    return run(args, args.model, backend=backend)
 
 
 def measure(args: argparse.Namespace, spec: str, backend: str) -> dict:
@@ -182,7 +189,7 @@ def _step_times(env, agent, task: str, steps: int) -> list[float]:
     return [b - a for a, b in zip(marks, marks[1:], strict=False)]
 
 
-def agent_steps(args: argparse.Namespace) -> dict:
+def agent_steps(args: argparse.Namespace, spec: str, backend: str) -> dict:
     """ReAct's and MUSE-LLM's seconds per step on the same game, model and machine (module docstring)."""
     from llm_side.agents import self_awareness as sa
     from llm_side.agents.muse import MuseAgent
@@ -190,7 +197,7 @@ def agent_steps(args: argparse.Namespace) -> dict:
     from llm_side.backends import load_embedder
     from llm_side.envs.alfworld import make_env
 
-    llm = load_llm(args.model)
+    llm = load_llm(spec)
     env = make_env()
     task = args.game or env.task_ids("eval_out_of_distribution")[0]
     horizon = int(args.rollout_tokens) if str(args.rollout_tokens).isdigit() else args.rollout_tokens
@@ -210,7 +217,8 @@ def agent_steps(args: argparse.Namespace) -> dict:
     finally:
         env.close()
     r, m = statistics.median(times["react"]), statistics.median(times["muse"])
-    record = {"benchmark": "llm_agent_steps", "model": args.model, "game": task, "steps": args.agent_steps,
+    record = {"benchmark": "llm_agent_steps", "model": args.model, "backend": backend, "game": task,
+              "steps": args.agent_steps,
               "repeats": args.repeats, "rollouts": args.rollouts, "rollout_tokens": args.rollout_tokens,
               "react_s_per_step": round(r, 2), "muse_s_per_step": round(m, 2),
               "muse_over_react": round(m / r, 2) if r > 0 else None,

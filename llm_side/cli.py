@@ -129,7 +129,7 @@ PASSTHROUGH = {
     "compare": ("llm_side.compare:main", "MUSE-LLM Tables 2-4: ReAct, Reflexion and MUSE on the same episodes"),
     "alfworld-pipeline": ("llm_side.pipeline_alfworld:main",
                           "MUSE-LLM Algorithm 3: collect, train M_sa, SFT, DPO, deploy on ALFWorld"),
-    "serve": ("llm_side.serve:main", "llama.cpp's OpenAI-compatible server on a packaged model"),
+    "serve": ("llm_side.serve:main", "an OpenAI-compatible server (llama.cpp or transformers) on a packaged model"),
     "sweep-tau": ("llm_side.sweep:main", "RefRea's similarity-threshold study (paper 003, Figure 3)"),
 }
 

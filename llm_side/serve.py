@@ -1,17 +1,26 @@
-"""`muse-llm serve`: llama.cpp's OpenAI-compatible server (llama-cpp-python) on a packaged GGUF model.
+"""`muse-llm serve`: an OpenAI-compatible server on a packaged model, llama.cpp's or transformers'.
 
     muse-llm serve --model qwen0.5b            # then: muse-llm run ... --model openai:http://127.0.0.1:8080/v1:qwen0.5b
 
-The fast local path on a CPU: the server keeps the prompt's KV cache between calls, so a ReAct step on
-an ALFWorld game takes seconds instead of the tens of seconds in-process transformers needs on 2 cores.
-Split packages (qwen0.5b, qwen1.5b, gemma270m) are joined once into MUSE_LLM_CACHE/gguf/ (sha256
-checked) before the server starts; `gguf:FILE` serves any GGUF file.
+Two engines (`--engine`; `auto` takes llama.cpp where it is installed, else transformers):
 
-Context size (`--n-ctx`, default N_CTX): llama.cpp's own default of 2048 is too small. Measured with the
-Qwen2.5 tokenizer, the 2-shot ALFWorld ReAct head alone is 1110-1566 tokens (SmolLM2: 1168-1645), the
-examples run 2.7-2.9 characters a token, so the agents' prompt budget (`context_tokens=6000` estimated at
-4 characters a token, i.e. 24,000 characters) can reach ~8,900 real tokens; 12288 holds that plus one
-generation. Threads default to all cores (llama-cpp-python's own default is 1).
+- `llama.cpp` (llama-cpp-python's server, `MUSE_SETUP_SERVER=1 bash scripts/setup.sh` builds it, ~10 min on 2
+  cores): the fast local path on a CPU. It keeps the prompt's KV cache between calls, so a ReAct step on an
+  ALFWorld game takes seconds instead of the tens of seconds in-process transformers needs on 2 cores. Split
+  packages (qwen0.5b, qwen1.5b, gemma270m) are joined once into MUSE_LLM_CACHE/gguf/ (sha256 checked)
+  before the server starts; `gguf:FILE` serves any GGUF file.
+- `transformers` (`transformers serve`, installed with the `llm` extra, nothing to compile): the same
+  model unpacked once to a transformers folder under MUSE_LLM_CACHE (as the in-process backend does), served
+  under the model's name. No KV cache is kept between calls, and the legacy completions endpoint ignores
+  `n` (the client then asks once per sample), so a step costs what in-process transformers costs; on a GPU
+  it serves the model in its table dtype.
+
+Context size (`--n-ctx`, default N_CTX, llama.cpp only): llama.cpp's own default of 2048 is too small.
+Measured with the Qwen2.5 tokenizer, the 2-shot ALFWorld ReAct head alone is 1110-1566 tokens (SmolLM2:
+1168-1645), the examples run 2.7-2.9 characters a token, so the agents' prompt budget (`context_tokens=6000`
+estimated at 4 characters a token, i.e. 24,000 characters) can reach ~8,900 real tokens; 12288 holds that
+plus one generation. Threads default to all cores (llama-cpp-python's own default is 1; transformers' torch
+threads are set through OMP_NUM_THREADS).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from muse_common.arg_parser import ArgumentParser
 
 N_CTX = 12288
 DEFAULT_PORT = 8080
+ENGINES = ("auto", "llama.cpp", "transformers")
 
 
 def resolve_gguf(spec: str) -> tuple[Path, str]:
@@ -51,6 +61,90 @@ def server_argv(gguf: Path, alias: str, *, host: str, port: int, n_ctx: int, thr
             "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--host", host, "--port", str(port)]
 
 
+def transformers_argv(alias: str, *, host: str, port: int) -> list[str]:
+    """The `transformers serve` command line, pinned to the model folder `alias` in its working folder
+    (`served_folder`): a pinned server answers only for the name it was started with, so that name is the
+    alias clients pass in `openai:URL:ALIAS`."""
+    return [sys.executable, "-m", "transformers.cli.transformers", "serve", alias, "--host", host,
+            "--port", str(port), "--device", "auto", "--dtype", "auto", "--log-level", "warning"]
+
+
+SAMPLING = {"do_sample": True, "top_k": 0, "top_p": 1.0}  # what the in-process backend samples with at temperature > 0
+
+
+def served_folder(model_dir: Path, alias: str) -> Path:
+    """The working folder for `transformers serve`: it holds `alias/`, links to the unpacked model's files, so
+    the pinned server answers under the alias, not under its cache path.
+
+    `alias/generation_config.json` is the model's with SAMPLING added: `transformers serve` samples only where
+    the model's generation config says `do_sample` (SmolLM2's does not: measured, a temperature of 1.0 returned
+    the greedy text for every seed), and it sets greedy decoding itself at temperature 0. With it, a request's
+    temperature means what it means in the OpenAI API and in the in-process backend (plain temperature
+    sampling, no top-k). Built once per model folder and alias, in a temporary folder renamed into place."""
+    import json
+    import shutil
+
+    from llm_side.backends.local import cache_root
+
+    if not alias or alias in (".", "..") or any(c in alias for c in "/\\:"):
+        raise ValueError(f"cannot serve a model named '{alias}': rename the GGUF file to a plain name")
+    root = cache_root() / "served" / model_dir.name
+    target = root / alias
+    if (target / "generation_config.json").exists():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".{alias}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for item in model_dir.iterdir():
+        if item.name != "generation_config.json" and not item.name.startswith("."):
+            (tmp / item.name).symlink_to(item.resolve())
+    source = model_dir / "generation_config.json"
+    config = json.loads(source.read_text()) if source.exists() else {}
+    (tmp / "generation_config.json").write_text(json.dumps({**config, **SAMPLING}, indent=1))
+    try:
+        tmp.rename(target)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def resolve_engine(engine: str, *, check_installed: bool = True) -> str:
+    """`auto`: llama.cpp where llama-cpp-python is installed, else transformers; the engine checked installed
+    unless only its command is wanted."""
+    import importlib.util
+
+    has_llama = importlib.util.find_spec("llama_cpp") is not None
+    if engine == "auto":
+        engine = "llama.cpp" if has_llama else "transformers"
+    if not check_installed:
+        return engine
+    if engine == "llama.cpp" and not has_llama:
+        raise RuntimeError("llama-cpp-python is not installed: run MUSE_SETUP_SERVER=1 bash scripts/setup.sh "
+                           "(it builds llama-cpp-python[server] portably, ~10 minutes on 2 cores), or pass "
+                           "--engine transformers")
+    if engine == "transformers":
+        missing = [m for m in ("fastapi", "uvicorn", "openai") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise RuntimeError(f"transformers serve needs {', '.join(missing)}: pip install 'transformers[serving]' "
+                               "(bash scripts/setup.sh installs it)")
+    return engine
+
+
+def transformers_model(spec: str) -> tuple[Path, str]:
+    """(unpacked transformers folder, alias) for a packaged model name or `gguf:FILE`, unpacked on first use."""
+    from llm_side.backends import local, models
+
+    spec = spec.strip()
+    if spec.startswith("gguf:"):
+        path = Path(spec[5:]).expanduser()
+        return local.unpacked_gguf_file(path), path.stem
+    if spec not in models.MODELS:
+        raise ValueError(f"muse-llm serve takes a packaged model ({', '.join(sorted(models.MODELS))}) or "
+                         f"gguf:FILE, got '{spec}'")
+    return local.unpacked_packaged(models.MODELS[spec]), spec
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = ArgumentParser(prog="muse-llm serve", description=__doc__.split("\n\n")[0])
     from llm_side.backends import DEFAULT_MODEL, default_model
@@ -58,32 +152,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", default=default_model(),
                    help=f"qwen0.5b | qwen1.5b | smollm2 | gemma270m | gguf:FILE (default: env MUSE_LLM_MODEL, "
                         f"else {DEFAULT_MODEL})")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="llama.cpp (fast on a CPU: keeps the prompt's KV cache; MUSE_SETUP_SERVER=1 builds it) | "
+                        "transformers (transformers serve, nothing to compile) | auto: llama.cpp where installed")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--n-ctx", type=int, default=N_CTX, help=f"context size in tokens (default {N_CTX})")
+    p.add_argument("--n-ctx", type=int, default=N_CTX, help=f"context size in tokens, llama.cpp only (default {N_CTX})")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--print-only", action="store_true", help="print the server command instead of running it")
     a = p.parse_args(argv)
+    cwd = None
+    env = dict(os.environ)
     try:
         if a.n_ctx < 2048 or a.threads < 1 or not 0 < a.port < 65536:
             raise ValueError("--n-ctx must be >= 2048 (the 2-shot ALFWorld prompt alone is ~1600 tokens), "
                              "--threads >= 1 and --port in 1-65535")
-        gguf, alias = resolve_gguf(a.model)
-        cmd = server_argv(gguf, alias, host=a.host, port=a.port, n_ctx=a.n_ctx, threads=a.threads)
+        engine = resolve_engine(a.engine, check_installed=not a.print_only)
+        if engine == "llama.cpp":
+            gguf, alias = resolve_gguf(a.model)
+            cmd = server_argv(gguf, alias, host=a.host, port=a.port, n_ctx=a.n_ctx, threads=a.threads)
+            what = f"{gguf} with llama.cpp (n_ctx {a.n_ctx}, {a.threads} threads)"
+        else:
+            model_dir, alias = transformers_model(a.model)
+            cwd = served_folder(model_dir, alias)
+            cmd = transformers_argv(alias, host=a.host, port=a.port)
+            env.update(OMP_NUM_THREADS=str(a.threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+            what = f"{model_dir} with transformers ({a.threads} threads)"
         if a.print_only:
-            print(" ".join(cmd))
+            print((f"cd {cwd} && " if cwd else "") + " ".join(cmd))
             return 0
-        import importlib.util
-
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise RuntimeError("llama-cpp-python is not installed: run MUSE_SETUP_SERVER=1 bash scripts/setup.sh "
-                               "(it builds llama-cpp-python[server] portably, ~10 minutes on 2 cores)")
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"muse-llm serve: error: {exc}", file=sys.stderr)
         return 2
-    print(f"serving {gguf} as '{alias}' on http://{a.host}:{a.port}/v1 (n_ctx {a.n_ctx}, {a.threads} threads); "
+    print(f"serving {what} as '{alias}' on http://{a.host}:{a.port}/v1; "
           f"run agents with --model openai:http://{a.host}:{a.port}/v1:{alias}", file=sys.stderr, flush=True)
-    os.execv(cmd[0], cmd)  # the server replaces this process: Ctrl-C and kill reach it directly
+    if cwd is not None:
+        os.chdir(cwd)
+    os.execve(cmd[0], cmd, env)  # the server replaces this process: Ctrl-C and kill reach it directly
     return 0  # not reached
 
 

@@ -41,7 +41,8 @@ for extra in ${MUSE_SETUP_MODELS:-}; do
 done
 # Plancraft (a Minecraft crafting benchmark): its data and env code only; see pyproject for why --no-deps.
 "${PIP[@]}" --no-deps "plancraft==0.4.9"
-# llama.cpp's OpenAI-compatible server (`muse-llm serve`, and the real-server test, which skips without it):
+# llama.cpp's OpenAI-compatible server (`muse-llm serve --engine llama.cpp`, the fast one on a CPU, and its real-server
+# test, which skips without it; `transformers serve`, from the llm extra, is the server CI tests):
 # optional, MUSE_SETUP_SERVER=1 bash scripts/setup.sh, because compiling it is ~10 minutes on 2 cores, the
 # longest step of a fresh setup (not in CI). Built portable (no -march=native) and text-only: LLAVA_BUILD=OFF
 # skips the multimodal library no packaged model uses (~15% of the compiling).

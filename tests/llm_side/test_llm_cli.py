@@ -281,7 +281,8 @@ def test_serve_command_uses_the_packaged_gguf_an_adequate_context_and_all_cores(
     from llm_side.agents.react import ReActAgent
     from llm_side.backends import models
 
-    assert main(["serve", "--model", "smollm2", "--print-only", "--port", "8099", "--threads", "2"]) == 0
+    assert main(["serve", "--model", "smollm2", "--engine", "llama.cpp", "--print-only", "--port", "8099",
+                 "--threads", "2"]) == 0
     cmd = capsys.readouterr().out.split()
     gguf = models.locate_gguf(models.MODELS["smollm2"])
     assert cmd[1:3] == ["-m", "llama_cpp.server"] and cmd[cmd.index("--model") + 1] == str(gguf)
@@ -290,6 +291,47 @@ def test_serve_command_uses_the_packaged_gguf_an_adequate_context_and_all_cores(
     # the agents' prompt budget (4 chars/token estimate) at the measured 2.7 characters a token fits n_ctx
     budget_chars = 4 * ReActAgent(None).context_tokens
     assert serve.N_CTX >= budget_chars / 2.7 + ReActAgent(None).max_tokens > 2048
+
+
+def test_serve_with_transformers_names_the_model_by_its_alias_and_samples_at_a_temperature(capsys):
+    """`--engine transformers`: the server runs in a folder holding the unpacked model under its alias (the name
+    a pinned `transformers serve` answers to), and that copy's generation config samples, so a temperature
+    above 0 is not silently greedy."""
+    from llm_side.backends import local, models
+
+    assert main(["serve", "--model", "smollm2", "--engine", "transformers", "--print-only", "--port", "8099"]) == 0
+    cd, cmd = capsys.readouterr().out.strip().split(" && ")
+    folder = Path(cd.removeprefix("cd "))
+    argv = cmd.split()
+    assert argv[1:5] == ["-m", "transformers.cli.transformers", "serve", "smollm2"]
+    assert argv[argv.index("--port") + 1] == "8099" and argv[argv.index("--host") + 1] == "127.0.0.1"
+    unpacked = local.unpacked_packaged(models.MODELS["smollm2"])
+    assert (folder / "smollm2" / "config.json").resolve() == (unpacked / "config.json").resolve()
+    generation = json.loads((folder / "smollm2" / "generation_config.json").read_text())
+    assert generation["do_sample"] is True and generation["top_k"] == 0 and generation["top_p"] == 1.0
+    assert "do_sample" not in json.loads((unpacked / "generation_config.json").read_text())  # the cache is untouched
+
+
+def test_serve_engine_auto_takes_llama_cpp_where_built_else_transformers(monkeypatch):
+    import importlib.util
+
+    from llm_side import serve
+
+    real = importlib.util.find_spec
+    for installed, expected in ((set(), "transformers"), ({"llama_cpp"}, "llama.cpp")):
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *a, installed=installed: object() if name in installed else real(name, *a)
+                            if name != "llama_cpp" else None)
+        assert serve.resolve_engine("auto") == expected
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("llama_cpp", "uvicorn")
+                        else real(name, *a))
+    with pytest.raises(RuntimeError, match="transformers serve needs uvicorn"):
+        serve.resolve_engine("auto")
+    with pytest.raises(RuntimeError, match="llama-cpp-python is not installed.*--engine transformers"):
+        serve.resolve_engine("llama.cpp")
+    assert serve.resolve_engine("llama.cpp", check_installed=False) == "llama.cpp"
+    with pytest.raises(ValueError, match="cannot serve a model named 'a:b'"):
+        serve.served_folder(Path("/nonexistent"), "a:b")
 
 
 @pytest.mark.parametrize(("argv", "message"), [

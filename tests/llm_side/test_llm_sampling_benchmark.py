@@ -31,3 +31,15 @@ def test_bad_flag_is_one_line_naming_it():
                           cwd=REPO, timeout=120)
     assert proc.returncode == 2
     assert "--rollouts must be >= 1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_served_sampling_benchmark_starts_muse_llm_serve_with_the_engine_asked():
+    """`--serve --engine transformers`: the benchmark measures through a real `muse-llm serve` it starts and stops."""
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--serve", "--engine", "transformers", "--threads", "1",
+                           "--rollouts", "2", "--max-tokens", "4", "--prompt-steps", "2", "--repeats", "1"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["backend"] == "openai-server (muse-llm serve --engine transformers)"
+    assert record["batched_s"] > 0 and record["sequential_s"] > 0 and record["prompt_tokens"] is None

@@ -1,8 +1,10 @@
 """The OpenAI-compatible backend: retries, timeouts and a down server against local stub sockets,
-and real generation against a llama.cpp server the test starts on the packaged SmolLM2 GGUF."""
+and real generation against real servers the tests start on the packaged SmolLM2: `transformers serve`
+(through `muse-llm serve`, in CI) and llama.cpp's (where it is built)."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -12,11 +14,13 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 
 from llm_side.backends import load_llm
 from llm_side.backends.openai_compat import BackendUnavailable, OpenAICompatLLM
+from llm_side.cli import main as cli_main
 
 
 def _free_port() -> int:
@@ -164,7 +168,7 @@ def test_bad_specs_are_explained():
     assert llm.base_url == "http://127.0.0.1:8080/v1" and llm.model == "smollm2"
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, log, limit: float = 120) -> None:
+def _wait_ready(url: str, proc: subprocess.Popen, log, limit: float = 180) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-2000:]
@@ -173,7 +177,35 @@ def _wait_ready(url: str, proc: subprocess.Popen, log, limit: float = 120) -> No
                 return
         except OSError:
             time.sleep(0.5)
-    raise AssertionError(f"llama.cpp server at {url} not ready after {limit} s")
+    raise AssertionError(f"server at {url} not ready after {limit} s: {log.read_text()[-2000:]}")
+
+
+@contextlib.contextmanager
+def _checked_server(cmd: list[str], port: int, alias: str, log) -> Iterator[OpenAICompatLLM]:
+    """Start a real server and check it: greedy completion, n sampled completions that differ, one chat reply;
+    then yield its client while it still runs."""
+    with log.open("w") as log_f:  # a file, not a pipe: the server's chatty log would fill a pipe and block it
+        proc = subprocess.Popen(cmd, stdout=log_f, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        _wait_ready(url, proc, log)
+        llm = load_llm(f"openai:{url}:{alias}")
+        prompt = "Q: What is the capital of France?\nA: The capital of France is"
+        greedy = llm.complete(prompt, n=1, temperature=0.0, max_tokens=8, stop=["\n"])
+        assert len(greedy) == 1 and greedy[0].strip() and "\n" not in greedy[0]
+        samples = llm.complete("Once upon a time", n=3, temperature=1.0, max_tokens=12, seed=1)
+        assert len(samples) == 3 and all(isinstance(s, str) for s in samples)
+        assert len(set(samples)) > 1  # sampled, not one greedy reply copied
+        reply = llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=8, stop=["\n"])
+        assert len(reply) == 1 and reply[0].strip()
+        yield llm
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.slow
@@ -184,45 +216,29 @@ def test_real_llama_cpp_server_smollm2(tmp_path):
 
     gguf = locate_gguf(MODELS["smollm2"])
     port = _free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(gguf),
-        "--port",
-        str(port),
-        "--host",
-        "127.0.0.1",
-        "--n_ctx",
-        "1024",
-        "--n_threads",
-        "1",
-        "--model_alias",
-        "smollm2",
-    ]
-    log = tmp_path / "server.log"  # a file, not a pipe: the server's chatty log would fill a pipe and block it
-    with log.open("w") as log_f:
-        proc = subprocess.Popen(cmd, stdout=log_f, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        _wait_ready(url, proc, log)
-        llm = load_llm(f"openai:{url}:smollm2")
-        prompt = "Q: What is the capital of France?\nA: The capital of France is"
-        greedy = llm.complete(prompt, n=1, temperature=0.0, max_tokens=8, stop=["\n"])
-        assert len(greedy) == 1 and greedy[0].strip() and "\n" not in greedy[0]
-        samples = llm.complete("Once upon a time", n=3, temperature=1.0, max_tokens=12, seed=1)
-        assert len(samples) == 3 and all(isinstance(s, str) for s in samples)
-        assert len(set(samples)) > 1  # sampled, not one greedy reply copied
-        reply = llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=8, stop=["\n"])
-        assert len(reply) == 1 and reply[0].strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--port", str(port), "--host", "127.0.0.1",
+           "--n_ctx", "1024", "--n_threads", "1", "--model_alias", "smollm2"]
+    with _checked_server(cmd, port, "smollm2", tmp_path / "server.log"):
+        pass
+
+
+@pytest.mark.slow
+def test_real_transformers_server_from_muse_llm_serve_smollm2(tmp_path):
+    """The server CI runs for real: `muse-llm serve --engine transformers` on the packaged SmolLM2, answering
+    under the model's name. Its legacy completions ignore `n`, which the client learns from the first reply."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "llm_side.cli", "serve", "--engine", "transformers", "--model", "smollm2",
+           "--port", str(port), "--threads", "1"]
+    with _checked_server(cmd, port, "smollm2", tmp_path / "server.log") as llm:
+        assert llm.ignores_n
+        # the product path end to end: ReAct on a real ALFWorld game, every step through the served model
+        out = tmp_path / "run"
+        spec = f"openai:{llm.base_url}:smollm2"
+        assert cli_main(["run", "--env", "alfworld", "--agent", "react", "--limit", "1", "--max-steps", "2",
+                         "--agent-opt", "max_tokens=24", "--model", spec, "--out", str(out), "--no-progress"]) == 0
+    (row,) = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert row["steps"] == 2 == len(row["actions"]) and all(a.strip() for a in row["actions"]), row
+    assert json.loads((out / "run.json").read_text())["model"] == spec
 
 
 def test_default_timeout_is_sized_from_the_rollouts(monkeypatch):
