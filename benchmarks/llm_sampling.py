@@ -33,17 +33,11 @@ since a shared machine's load moves both.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
@@ -51,7 +45,7 @@ if __package__ in (None, ""):  # run as a script from a checkout: make the repo 
 
 from benchmarks.report import emit_record  # noqa: E402
 from llm_side.backends import TEST_MODEL, load_llm  # noqa: E402
-from llm_side.serve import resolve_engine  # noqa: E402
+from llm_side.serve import ServerFailed, resolve_engine, running  # noqa: E402
 
 TRANSCRIPT_STEP = ("> go to countertop {i}\nOn the countertop {i}, you see a apple {i}, a bread {i}, "
                    "and a knife {i}.\n> think: The apple may be in the fridge; I should check there next.\nOK.\n")
@@ -68,44 +62,6 @@ def time_call(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
-
-
-@contextlib.contextmanager
-def served(model: str, threads: int, n_ctx: int = 4096, ready_s: float = 300, engine: str = "auto") -> Iterator[str]:
-    """`muse-llm serve --engine ENGINE` on the packaged `model` at a free local port; yields its openai:URL:MODEL
-    spec."""
-    engine = resolve_engine(engine)
-    alias = Path(model[5:]).stem if model.startswith("gguf:") else model
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/v1"
-    log = tempfile.TemporaryFile(mode="w+")  # not a pipe: llama.cpp's load log would fill it and block the server
-    cmd = [sys.executable, "-m", "llm_side.cli", "serve", "--model", model, "--engine", engine, "--host", "127.0.0.1",
-           "--port", str(port), "--threads", str(threads), "--n-ctx", str(n_ctx)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    try:
-        deadline = time.monotonic() + ready_s
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                raise SystemExit(f"llm_sampling: error: the server exited: {' '.join(log.read()[-300:].split())}")
-            try:
-                with opener.open(url + "/models", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"llm_sampling: error: server at {url} not ready after {ready_s} s") from None
-                time.sleep(0.5)
-        yield f"openai:{url}:{alias}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -142,8 +98,11 @@ def main(argv: list[str] | None = None) -> dict:
             engine = resolve_engine(args.engine)
         except RuntimeError as exc:
             p.error(str(exc))
-        with served(args.model, args.threads, engine=engine) as spec:
-            return run(args, spec, backend=f"openai-server (muse-llm serve --engine {engine})")
+        try:
+            with running(args.model, engine=engine, threads=args.threads) as spec:
+                return run(args, spec, backend=f"openai-server (muse-llm serve --engine {engine})")
+        except ServerFailed as exc:
+            raise SystemExit(f"llm_sampling: error: {exc}") from None
     backend = "openai-server" if args.model.startswith("openai:") else "transformers"
     return run(args, args.model, backend=backend)
 

@@ -25,9 +25,15 @@ threads are set through OMP_NUM_THREADS).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from muse_common.arg_parser import ArgumentParser
@@ -143,6 +149,60 @@ def transformers_model(spec: str) -> tuple[Path, str]:
         raise ValueError(f"muse-llm serve takes a packaged model ({', '.join(sorted(models.MODELS))}) or "
                          f"gguf:FILE, got '{spec}'")
     return local.unpacked_packaged(models.MODELS[spec]), spec
+
+
+class ServerFailed(RuntimeError):
+    """A server `running` started exited, or was not ready in time; the message ends with its log's tail."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(model: str, *, engine: str = "auto", threads: int | None = None, n_ctx: int = 4096,
+            ready_s: float = 300) -> Iterator[str]:
+    """`muse-llm serve` in a child process at a free local port, for benchmarks and tests: yields the
+    `openai:URL:ALIAS` spec once the server answers `/models`, and stops the server on exit. Its log goes to a
+    temporary file (a pipe would fill and block the server); a server that exits or is not ready within
+    `ready_s` raises ServerFailed with the log's tail."""
+    engine = resolve_engine(engine)
+    alias = Path(model[5:]).stem if model.startswith("gguf:") else model
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    cmd = [sys.executable, "-m", "llm_side.cli", "serve", "--model", model, "--engine", engine, "--host", "127.0.0.1",
+           "--port", str(port), "--threads", str(threads or os.cpu_count() or 1), "--n-ctx", str(n_ctx)]
+    with tempfile.TemporaryFile(mode="w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+
+        def failed(why: str) -> ServerFailed:
+            log.seek(0)
+            return ServerFailed(f"muse-llm serve --engine {engine} --model {model} {why}: "
+                                f"{' '.join(log.read()[-400:].split())}")
+
+        try:
+            deadline = time.monotonic() + ready_s
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            while True:
+                if proc.poll() is not None:
+                    raise failed(f"exited with code {proc.returncode}")
+                try:
+                    with opener.open(url + "/models", timeout=2):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise failed(f"was not ready at {url} after {ready_s:g} s") from None
+                    time.sleep(0.5)
+            yield f"openai:{url}:{alias}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,29 +4,18 @@ and real generation against real servers the tests start on the packaged SmolLM2
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
+from llm_side import serve
 from llm_side.backends import load_llm
 from llm_side.backends.openai_compat import BackendUnavailable, OpenAICompatLLM
 from llm_side.cli import main as cli_main
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Flaky(http.server.BaseHTTPRequestHandler):
@@ -134,7 +123,7 @@ def test_rollouts_reach_a_server_that_ignores_n_as_concurrent_requests():
 
 
 def test_down_server_is_one_line_naming_the_url():
-    port = _free_port()  # nothing listens here now: connection refused
+    port = serve.free_port()  # nothing listens here now: connection refused
     llm = OpenAICompatLLM(f"http://127.0.0.1:{port}/v1", "m", timeout=2, retries=2, backoff=0.05)
     t0 = time.monotonic()
     with pytest.raises(BackendUnavailable) as err:
@@ -168,77 +157,53 @@ def test_bad_specs_are_explained():
     assert llm.base_url == "http://127.0.0.1:8080/v1" and llm.model == "smollm2"
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, log, limit: float = 180) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-2000:]
-        try:
-            with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url + "/models", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"server at {url} not ready after {limit} s: {log.read_text()[-2000:]}")
-
-
-@contextlib.contextmanager
-def _checked_server(cmd: list[str], port: int, alias: str, log) -> Iterator[OpenAICompatLLM]:
-    """Start a real server and check it: greedy completion, n sampled completions that differ, one chat reply;
-    then yield its client while it still runs."""
-    with log.open("w") as log_f:  # a file, not a pipe: the server's chatty log would fill a pipe and block it
-        proc = subprocess.Popen(cmd, stdout=log_f, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        _wait_ready(url, proc, log)
-        llm = load_llm(f"openai:{url}:{alias}")
-        prompt = "Q: What is the capital of France?\nA: The capital of France is"
-        greedy = llm.complete(prompt, n=1, temperature=0.0, max_tokens=8, stop=["\n"])
-        assert len(greedy) == 1 and greedy[0].strip() and "\n" not in greedy[0]
-        samples = llm.complete("Once upon a time", n=3, temperature=1.0, max_tokens=12, seed=1)
-        assert len(samples) == 3 and all(isinstance(s, str) for s in samples)
-        assert len(set(samples)) > 1  # sampled, not one greedy reply copied
-        reply = llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=8, stop=["\n"])
-        assert len(reply) == 1 and reply[0].strip()
-        yield llm
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def _check_real_server(spec: str) -> OpenAICompatLLM:
+    """A real server answers: greedy completion, n sampled completions that differ, one chat reply."""
+    llm = load_llm(spec)
+    prompt = "Q: What is the capital of France?\nA: The capital of France is"
+    greedy = llm.complete(prompt, n=1, temperature=0.0, max_tokens=8, stop=["\n"])
+    assert len(greedy) == 1 and greedy[0].strip() and "\n" not in greedy[0]
+    samples = llm.complete("Once upon a time", n=3, temperature=1.0, max_tokens=12, seed=1)
+    assert len(samples) == 3 and all(isinstance(s, str) for s in samples)
+    assert len(set(samples)) > 1  # sampled, not one greedy reply copied
+    reply = llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=8, stop=["\n"])
+    assert len(reply) == 1 and reply[0].strip()
+    return llm
 
 
 @pytest.mark.slow
-def test_real_llama_cpp_server_smollm2(tmp_path):
+def test_real_llama_cpp_server_from_muse_llm_serve_smollm2():
     pytest.importorskip("llama_cpp.server", reason="llama.cpp's server is optional: MUSE_SETUP_SERVER=1 bash "
                         "scripts/setup.sh builds it (~10 min on 2 cores; not in CI)")
-    from llm_side.backends.models import MODELS, locate_gguf
-
-    gguf = locate_gguf(MODELS["smollm2"])
-    port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--port", str(port), "--host", "127.0.0.1",
-           "--n_ctx", "1024", "--n_threads", "1", "--model_alias", "smollm2"]
-    with _checked_server(cmd, port, "smollm2", tmp_path / "server.log"):
-        pass
+    with serve.running("smollm2", engine="llama.cpp", threads=1, n_ctx=2048) as spec:
+        _check_real_server(spec)
 
 
 @pytest.mark.slow
 def test_real_transformers_server_from_muse_llm_serve_smollm2(tmp_path):
     """The server CI runs for real: `muse-llm serve --engine transformers` on the packaged SmolLM2, answering
     under the model's name. Its legacy completions ignore `n`, which the client learns from the first reply."""
-    port = _free_port()
-    cmd = [sys.executable, "-m", "llm_side.cli", "serve", "--engine", "transformers", "--model", "smollm2",
-           "--port", str(port), "--threads", "1"]
-    with _checked_server(cmd, port, "smollm2", tmp_path / "server.log") as llm:
-        assert llm.ignores_n
+    with serve.running("smollm2", engine="transformers", threads=1) as spec:
+        assert spec.endswith(":smollm2")
+        assert _check_real_server(spec).ignores_n
         # the product path end to end: ReAct on a real ALFWorld game, every step through the served model
         out = tmp_path / "run"
-        spec = f"openai:{llm.base_url}:smollm2"
         assert cli_main(["run", "--env", "alfworld", "--agent", "react", "--limit", "1", "--max-steps", "2",
                          "--agent-opt", "max_tokens=24", "--model", spec, "--out", str(out), "--no-progress"]) == 0
     (row,) = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert row["steps"] == 2 == len(row["actions"]) and all(a.strip() for a in row["actions"]), row
     assert json.loads((out / "run.json").read_text())["model"] == spec
+
+
+def test_a_server_that_exits_is_one_error_with_its_log(monkeypatch):
+    """`serve.running` on a server that dies at start: ServerFailed naming the exit code and the log's tail, at
+    once, not after the readiness timeout."""
+    monkeypatch.setattr(serve, "resolve_engine", lambda engine: "transformers")
+    t0 = time.monotonic()
+    with pytest.raises(serve.ServerFailed, match="exited with code 2: .*takes a packaged model"):
+        with serve.running("no-such-model", ready_s=60):
+            pass
+    assert time.monotonic() - t0 < 30
 
 
 def test_default_timeout_is_sized_from_the_rollouts(monkeypatch):

@@ -72,3 +72,23 @@ def make_config():
 @pytest.fixture(scope="session")
 def make_batch():
     return synthetic_batch
+
+
+@pytest.fixture
+def loop_overlaps(monkeypatch):
+    """`record(module)`: from then on, every RunLoop that `module` builds appends its `overlap` setting to the
+    list `record` returns (which setting a training loop was really built with)."""
+    from muse_jax.loops.run_loop import RunLoop
+
+    def record(module) -> list[bool]:
+        seen: list[bool] = []
+
+        class RecordingLoop(RunLoop):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                seen.append(self.overlap)
+
+        monkeypatch.setattr(module, "RunLoop", RecordingLoop)
+        return seen
+
+    return record

@@ -187,17 +187,10 @@ def test_overlapped_pretraining_resumes_after_a_stop_the_same_way_twice(runs):
 
 
 @pytest.mark.slow
-def test_pretraining_builds_its_loop_with_the_setting(tmp_path, monkeypatch):
+def test_pretraining_builds_its_loop_with_the_setting(tmp_path, loop_overlaps):
     from muse_jax.loops import pretrain as pre
 
-    seen: list[bool] = []
-
-    class RecordingLoop(RunLoop):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            seen.append(self.overlap)
-
-    monkeypatch.setattr(pre, "RunLoop", RecordingLoop)
+    seen = loop_overlaps(pre)
     for on in ("false", "true"):
         pre._pretrain(load_config("smoke", [f"train.overlap_collect={on}"]), tmp_path / on, stop_at=4,
                       echo=lambda s: None)

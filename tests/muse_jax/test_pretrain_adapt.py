@@ -175,20 +175,11 @@ def test_adapt_end_to_end_with_exactly_once_resume(run, cfg, tmp_path):
 
 
 def test_adapt_with_overlap_collect_keeps_the_protocol_and_acts_one_train_call_behind(run, cfg, tmp_path,
-                                                                                     monkeypatch):
+                                                                                     loop_overlaps):
     """`adapt.overlap_collect`: the loop acts while the train steps run. The episodes and their counters are the
     protocol's (check_sequential), the first step acts with the pre-trained weights in both settings, and the
     later steps act with weights one train call staler, so the competence signal they read differs."""
-    from muse_jax.loops.run_loop import RunLoop
-
-    seen: list[bool] = []
-
-    class RecordingLoop(RunLoop):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            seen.append(self.overlap)
-
-    monkeypatch.setattr(adapt_mod, "RunLoop", RecordingLoop)
+    seen = loop_overlaps(adapt_mod)
     tasks = [TASK, "plate-slide-v3"]  # the shapes of the test above: its compiled programs are reused
     records = {}
     for on in (False, True):
