@@ -11,9 +11,10 @@ Two engines (`--engine`; `auto` takes llama.cpp where it is installed, else tran
   before the server starts; `gguf:FILE` serves any GGUF file.
 - `transformers` (`transformers serve`, installed with the `llm` extra, nothing to compile): the same
   model unpacked once to a transformers folder under MUSE_LLM_CACHE (as the in-process backend does), served
-  under the model's name. No KV cache is kept between calls, and the legacy completions endpoint ignores
-  `n` (the client then asks once per sample), so a step costs what in-process transformers costs; on a GPU
-  it serves the model in its table dtype.
+  under the model's name, or any transformers folder (`hf:DIR`, e.g. Algorithm 3's trained actor). No KV
+  cache is kept between calls, and the legacy completions endpoint ignores `n` (the client then asks once per
+  sample): a single call costs what in-process transformers costs, MUSE's five rollouts 2.6x (measured,
+  docs/benchmarks.md). On a GPU it serves the model in its table dtype.
 
 Context size (`--n-ctx`, default N_CTX, llama.cpp only): llama.cpp's own default of 2048 is too small.
 Measured with the Qwen2.5 tokenizer, the 2-shot ALFWorld ReAct head alone is 1110-1566 tokens (SmolLM2:
@@ -53,9 +54,11 @@ def resolve_gguf(spec: str) -> tuple[Path, str]:
         if not path.is_file():
             raise FileNotFoundError(f"GGUF file {path} not found; pass gguf:/path/to/model.gguf")
         return path, path.stem
+    if spec.startswith("hf:"):
+        raise ValueError("llama.cpp serves GGUF files: serve a transformers folder (hf:DIR) with --engine transformers")
     if spec not in models.MODELS:
-        raise ValueError(f"muse-llm serve takes a packaged model ({', '.join(sorted(models.MODELS))}) or "
-                         f"gguf:FILE, got '{spec}'")
+        raise ValueError(f"muse-llm serve takes a packaged model ({', '.join(sorted(models.MODELS))}), "
+                         f"gguf:FILE or hf:DIR, got '{spec}'")
     from llm_side.backends.local import cache_root
 
     return models.locate_gguf(models.MODELS[spec], join_dir=cache_root() / "gguf"), spec
@@ -78,6 +81,13 @@ def transformers_argv(alias: str, *, host: str, port: int) -> list[str]:
 SAMPLING = {"do_sample": True, "top_k": 0, "top_p": 1.0}  # what the in-process backend samples with at temperature > 0
 
 
+def check_alias(alias: str) -> str:
+    """A served model's name: one path component a client can put in `openai:URL:NAME`."""
+    if not alias or alias in (".", "..") or any(c in alias for c in "/\\: "):
+        raise ValueError(f"cannot serve a model named '{alias}': pass --alias NAME (no '/', ':' or spaces)")
+    return alias
+
+
 def served_folder(model_dir: Path, alias: str) -> Path:
     """The working folder for `transformers serve`: it holds `alias/`, links to the unpacked model's files, so
     the pinned server answers under the alias, not under its cache path.
@@ -86,15 +96,19 @@ def served_folder(model_dir: Path, alias: str) -> Path:
     the model's generation config says `do_sample` (SmolLM2's does not: measured, a temperature of 1.0 returned
     the greedy text for every seed), and it sets greedy decoding itself at temperature 0. With it, a request's
     temperature means what it means in the OpenAI API and in the in-process backend (plain temperature
-    sampling, no top-k). Built once per model folder and alias, in a temporary folder renamed into place."""
+    sampling, no top-k). Built once per model folder (its path and its files' sizes and times) and alias, in a
+    temporary folder renamed into place."""
+    import hashlib
     import json
     import shutil
 
     from llm_side.backends.local import cache_root
 
-    if not alias or alias in (".", "..") or any(c in alias for c in "/\\:"):
-        raise ValueError(f"cannot serve a model named '{alias}': rename the GGUF file to a plain name")
-    root = cache_root() / "served" / model_dir.name
+    check_alias(alias)
+    model_dir = model_dir.resolve()
+    files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in model_dir.iterdir() if f.is_file())
+    key = hashlib.sha256(repr((str(model_dir), files)).encode()).hexdigest()[:12]
+    root = cache_root() / "served" / f"{model_dir.name}-{key}"  # a changed or another folder of that name: anew
     target = root / alias
     if (target / "generation_config.json").exists():
         return root
@@ -115,14 +129,14 @@ def served_folder(model_dir: Path, alias: str) -> Path:
     return root
 
 
-def resolve_engine(engine: str, *, check_installed: bool = True) -> str:
-    """`auto`: llama.cpp where llama-cpp-python is installed, else transformers; the engine checked installed
-    unless only its command is wanted."""
+def resolve_engine(engine: str, *, check_installed: bool = True, model: str = "") -> str:
+    """`auto`: llama.cpp where llama-cpp-python is installed (and the model is not a transformers folder,
+    `hf:DIR`), else transformers; the engine checked installed unless only its command is wanted."""
     import importlib.util
 
     has_llama = importlib.util.find_spec("llama_cpp") is not None
     if engine == "auto":
-        engine = "llama.cpp" if has_llama else "transformers"
+        engine = "llama.cpp" if has_llama and not model.strip().startswith("hf:") else "transformers"
     if not check_installed:
         return engine
     if engine == "llama.cpp" and not has_llama:
@@ -138,16 +152,23 @@ def resolve_engine(engine: str, *, check_installed: bool = True) -> str:
 
 
 def transformers_model(spec: str) -> tuple[Path, str]:
-    """(unpacked transformers folder, alias) for a packaged model name or `gguf:FILE`, unpacked on first use."""
+    """(transformers folder, default alias) for a packaged model name or `gguf:FILE` (unpacked on first use), or
+    `hf:DIR`, a folder saved by save_pretrained (such as the trained actor of `muse-llm alfworld-pipeline`)."""
     from llm_side.backends import local, models
 
     spec = spec.strip()
+    if spec.startswith("hf:"):
+        folder = Path(spec[3:]).expanduser()
+        if not (folder / "config.json").is_file():
+            raise FileNotFoundError(f"{folder} is not a transformers model folder (no config.json); pass hf:DIR with "
+                                    "a folder saved by save_pretrained")
+        return folder, folder.resolve().name
     if spec.startswith("gguf:"):
         path = Path(spec[5:]).expanduser()
         return local.unpacked_gguf_file(path), path.stem
     if spec not in models.MODELS:
-        raise ValueError(f"muse-llm serve takes a packaged model ({', '.join(sorted(models.MODELS))}) or "
-                         f"gguf:FILE, got '{spec}'")
+        raise ValueError(f"muse-llm serve takes a packaged model ({', '.join(sorted(models.MODELS))}), "
+                         f"gguf:FILE or hf:DIR, got '{spec}'")
     return local.unpacked_packaged(models.MODELS[spec]), spec
 
 
@@ -163,17 +184,20 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextlib.contextmanager
 def running(model: str, *, engine: str = "auto", threads: int | None = None, n_ctx: int = 4096,
-            ready_s: float = 300) -> Iterator[str]:
+            ready_s: float = 300, alias: str | None = None) -> Iterator[str]:
     """`muse-llm serve` in a child process at a free local port, for benchmarks and tests: yields the
     `openai:URL:ALIAS` spec once the server answers `/models`, and stops the server on exit. Its log goes to a
     temporary file (a pipe would fill and block the server); a server that exits or is not ready within
     `ready_s` raises ServerFailed with the log's tail."""
-    engine = resolve_engine(engine)
-    alias = Path(model[5:]).stem if model.startswith("gguf:") else model
+    engine = resolve_engine(engine, model=model)
+    if alias is None:
+        alias = (Path(model[5:]).stem if model.startswith("gguf:") else
+                 Path(model[3:]).expanduser().resolve().name if model.startswith("hf:") else model)
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     cmd = [sys.executable, "-m", "llm_side.cli", "serve", "--model", model, "--engine", engine, "--host", "127.0.0.1",
-           "--port", str(port), "--threads", str(threads or os.cpu_count() or 1), "--n-ctx", str(n_ctx)]
+           "--port", str(port), "--threads", str(threads or os.cpu_count() or 1), "--n-ctx", str(n_ctx),
+           "--alias", alias]
     with tempfile.TemporaryFile(mode="w+") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
 
@@ -210,11 +234,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from llm_side.backends import DEFAULT_MODEL, default_model
 
     p.add_argument("--model", default=default_model(),
-                   help=f"qwen0.5b | qwen1.5b | smollm2 | gemma270m | gguf:FILE (default: env MUSE_LLM_MODEL, "
+                   help=f"qwen0.5b | qwen1.5b | smollm2 | gemma270m | gguf:FILE | hf:DIR (a trained actor; "
+                        f"transformers only) (default: env MUSE_LLM_MODEL, "
                         f"else {DEFAULT_MODEL})")
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="llama.cpp (fast on a CPU: keeps the prompt's KV cache; MUSE_SETUP_SERVER=1 builds it) | "
                         "transformers (transformers serve, nothing to compile) | auto: llama.cpp where installed")
+    p.add_argument("--alias", default=None,
+                   help="the name clients pass in openai:URL:NAME (default: the packaged model's name, the GGUF "
+                        "file's stem or the folder's name)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
     p.add_argument("--n-ctx", type=int, default=N_CTX, help=f"context size in tokens, llama.cpp only (default {N_CTX})")
@@ -227,13 +255,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.n_ctx < 2048 or a.threads < 1 or not 0 < a.port < 65536:
             raise ValueError("--n-ctx must be >= 2048 (the 2-shot ALFWorld prompt alone is ~1600 tokens), "
                              "--threads >= 1 and --port in 1-65535")
-        engine = resolve_engine(a.engine, check_installed=not a.print_only)
+        if a.alias is not None:
+            check_alias(a.alias)
+        engine = resolve_engine(a.engine, check_installed=not a.print_only, model=a.model)
         if engine == "llama.cpp":
             gguf, alias = resolve_gguf(a.model)
+            alias = check_alias(a.alias or alias)
             cmd = server_argv(gguf, alias, host=a.host, port=a.port, n_ctx=a.n_ctx, threads=a.threads)
             what = f"{gguf} with llama.cpp (n_ctx {a.n_ctx}, {a.threads} threads)"
         else:
             model_dir, alias = transformers_model(a.model)
+            alias = check_alias(a.alias or alias)
             cwd = served_folder(model_dir, alias)
             cmd = transformers_argv(alias, host=a.host, port=a.port)
             env.update(OMP_NUM_THREADS=str(a.threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

@@ -330,13 +330,18 @@ def test_serve_engine_auto_takes_llama_cpp_where_built_else_transformers(monkeyp
     with pytest.raises(RuntimeError, match="llama-cpp-python is not installed.*--engine transformers"):
         serve.resolve_engine("llama.cpp")
     assert serve.resolve_engine("llama.cpp", check_installed=False) == "llama.cpp"
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    assert serve.resolve_engine("auto", model="hf:/some/trained/actor") == "transformers"  # llama.cpp serves GGUF
     with pytest.raises(ValueError, match="cannot serve a model named 'a:b'"):
         serve.served_folder(Path("/nonexistent"), "a:b")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["serve", "--model", "gguf:/no/such.gguf"], "GGUF file /no/such.gguf not found"),
-    (["serve", "--model", "hf:/x"], "takes a packaged model"),
+    (["serve", "--model", "nosuch"], "takes a packaged model (gemma270m, qwen0.5b, qwen1.5b, smollm2), gguf:FILE or"),
+    (["serve", "--model", "hf:/x"], "/x is not a transformers model folder (no config.json)"),
+    (["serve", "--model", "hf:/x", "--engine", "llama.cpp", "--print-only"], "llama.cpp serves GGUF files"),
+    (["serve", "--alias", "a:b", "--print-only"], "cannot serve a model named 'a:b'"),
     (["serve", "--n-ctx", "512"], "--n-ctx must be >= 2048"),
 ])
 def test_serve_bad_input_is_one_line(argv, message, capsys):

@@ -198,7 +198,7 @@ def test_real_transformers_server_from_muse_llm_serve_smollm2(tmp_path):
 def test_a_server_that_exits_is_one_error_with_its_log(monkeypatch):
     """`serve.running` on a server that dies at start: ServerFailed naming the exit code and the log's tail, at
     once, not after the readiness timeout."""
-    monkeypatch.setattr(serve, "resolve_engine", lambda engine: "transformers")
+    monkeypatch.setattr(serve, "resolve_engine", lambda engine, **kw: "transformers")
     t0 = time.monotonic()
     with pytest.raises(serve.ServerFailed, match="exited with code 2: .*takes a packaged model"):
         with serve.running("no-such-model", ready_s=60):

@@ -107,8 +107,17 @@ def test_sft_real_lora_steps(tiny_llama, tmp_path):
     assert json.loads((out / "merged" / "config.json").read_text()).get("use_cache", True)  # fast generation
     assert json.loads((out / sft.METRICS_FILE).read_text())["rows"] == 4  # one row per successful step
     assert not list(tmp_path.glob(".actor.tmp-*"))  # staging folder renamed, not left behind
+    from llm_side import serve
     from llm_side.backends import load_llm
-    assert isinstance(load_llm(f"hf:{out / 'merged'}").complete("Room.\n>", max_tokens=3)[0], str)
+
+    actor = load_llm(f"hf:{out / 'merged'}")
+    greedy = actor.complete("Room.\n>", max_tokens=3, temperature=0.0)[0]
+    assert isinstance(greedy, str) and greedy, "the trained actor wrote nothing: nothing to compare"
+    # the trained actor behind `muse-llm serve --engine transformers` (what a GPU run points agents at) answers
+    # with the in-process actor's greedy text
+    with serve.running(f"hf:{out / 'merged'}", engine="transformers", threads=1, alias="actor") as spec:
+        assert spec.endswith(":actor")
+        assert load_llm(spec).complete("Room.\n>", max_tokens=3, temperature=0.0)[0] == greedy
 
 
 @pytest.mark.slow
