@@ -99,7 +99,7 @@ def tiny_llama(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_sft_real_lora_steps(tiny_llama, tmp_path):
+def test_sft_real_lora_steps(tiny_llama, tmp_path, monkeypatch):
     out = tmp_path / "actor"
     m = sft.run_sft(tiny_llama, sft.sft_examples(RECORDS), out, max_steps=3, lr=5e-3)
     assert m["steps"] == 3 and all(math.isfinite(x) for x in m["losses"]) and m["lora_delta"] > 0
@@ -115,6 +115,7 @@ def test_sft_real_lora_steps(tiny_llama, tmp_path):
     assert isinstance(greedy, str) and greedy, "the trained actor wrote nothing: nothing to compare"
     # the trained actor behind `muse-llm serve --engine transformers` (what a GPU run points agents at) answers
     # with the in-process actor's greedy text
+    monkeypatch.setenv("MUSE_LLM_CACHE", str(tmp_path / "cache"))  # the served copy of a temporary actor: here
     with serve.running(f"hf:{out / 'merged'}", engine="transformers", threads=1, alias="actor") as spec:
         assert spec.endswith(":actor")
         assert load_llm(spec).complete("Room.\n>", max_tokens=3, temperature=0.0)[0] == greedy
