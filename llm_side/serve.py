@@ -103,6 +103,7 @@ def served_folder(model_dir: Path, alias: str) -> Path:
     import shutil
 
     from llm_side.backends.local import cache_root
+    from muse_common.files import read_json_object
 
     check_alias(alias)
     model_dir = model_dir.resolve()
@@ -112,6 +113,9 @@ def served_folder(model_dir: Path, alias: str) -> Path:
     target = root / alias
     if (target / "generation_config.json").exists():
         return root
+    source = model_dir / "generation_config.json"
+    config = read_json_object(source, "a generation config", "fix or delete it, then serve again") \
+        if source.exists() else {}
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".{alias}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -119,8 +123,6 @@ def served_folder(model_dir: Path, alias: str) -> Path:
     for item in model_dir.iterdir():
         if item.name != "generation_config.json" and not item.name.startswith("."):
             (tmp / item.name).symlink_to(item.resolve())
-    source = model_dir / "generation_config.json"
-    config = json.loads(source.read_text()) if source.exists() else {}
     (tmp / "generation_config.json").write_text(json.dumps({**config, **SAMPLING}, indent=1))
     try:
         tmp.rename(target)
@@ -162,6 +164,10 @@ def transformers_model(spec: str) -> tuple[Path, str]:
         if not (folder / "config.json").is_file():
             raise FileNotFoundError(f"{folder} is not a transformers model folder (no config.json); pass hf:DIR with "
                                     "a folder saved by save_pretrained")
+        from muse_common.files import read_json_object
+
+        read_json_object(folder / "config.json", "a transformers model config", "pass hf:DIR with a folder saved "
+                         "by save_pretrained")  # named here in one line, not in the server's traceback
         return folder, folder.resolve().name
     if spec.startswith("gguf:"):
         path = Path(spec[5:]).expanduser()
@@ -273,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.print_only:
             print((f"cd {cwd} && " if cwd else "") + " ".join(cmd))
             return 0
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+    except (ValueError, OSError, RuntimeError) as exc:
         print(f"muse-llm serve: error: {exc}", file=sys.stderr)
         return 2
     print(f"serving {what} as '{alias}' on http://{a.host}:{a.port}/v1; "

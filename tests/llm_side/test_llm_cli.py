@@ -312,6 +312,24 @@ def test_serve_with_transformers_names_the_model_by_its_alias_and_samples_at_a_t
     assert "do_sample" not in json.loads((unpacked / "generation_config.json").read_text())  # the cache is untouched
 
 
+def test_serve_a_folder_with_a_damaged_generation_config_is_one_line(tmp_path, monkeypatch, capsys):
+    """`hf:DIR` comes from someone else: a generation config that is not a JSON object is named, not a traceback,
+    and nothing is left in the served cache."""
+    monkeypatch.setenv("MUSE_LLM_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "actor"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "generation_config.json").write_text("[1, 2]")
+    assert main(["serve", "--engine", "transformers", "--model", f"hf:{folder}", "--print-only"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "generation_config.json is not a generation config (a JSON list, not an object)" in err[0]
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_symlink()]
+    (folder / "config.json").write_text("{not json")
+    assert main(["serve", "--engine", "transformers", "--model", f"hf:{folder}", "--print-only"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "config.json is not a transformers model config (" in err[0]
+
+
 def test_serve_engine_auto_takes_llama_cpp_where_built_else_transformers(monkeypatch):
     import importlib.util
 
