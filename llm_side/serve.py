@@ -44,6 +44,17 @@ DEFAULT_PORT = 8080
 ENGINES = ("auto", "llama.cpp", "transformers")
 
 
+def default_alias(spec: str) -> str:
+    """The name a model is served under unless --alias says otherwise: a packaged model's name, a GGUF file's
+    stem, a transformers folder's name."""
+    spec = spec.strip()
+    if spec.startswith("gguf:"):
+        return Path(spec[5:]).expanduser().stem
+    if spec.startswith("hf:"):
+        return Path(spec[3:]).expanduser().resolve().name
+    return spec
+
+
 def resolve_gguf(spec: str) -> tuple[Path, str]:
     """(GGUF path, model alias) for a packaged model name or `gguf:FILE`; split packages are joined."""
     from llm_side.backends import models
@@ -53,7 +64,7 @@ def resolve_gguf(spec: str) -> tuple[Path, str]:
         path = Path(spec[5:]).expanduser()
         if not path.is_file():
             raise FileNotFoundError(f"GGUF file {path} not found; pass gguf:/path/to/model.gguf")
-        return path, path.stem
+        return path, default_alias(spec)
     if spec.startswith("hf:"):
         raise ValueError("llama.cpp serves GGUF files: serve a transformers folder (hf:DIR) with --engine transformers")
     if spec not in models.MODELS:
@@ -107,7 +118,8 @@ def served_folder(model_dir: Path, alias: str) -> Path:
 
     check_alias(alias)
     model_dir = model_dir.resolve()
-    files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in model_dir.iterdir() if f.is_file())
+    stats = [(f.name, f.stat()) for f in model_dir.iterdir() if f.is_file()]
+    files = sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats)
     key = hashlib.sha256(repr((str(model_dir), files)).encode()).hexdigest()[:12]
     root = cache_root() / "served" / f"{model_dir.name}-{key}"  # a changed or another folder of that name: anew
     target = root / alias
@@ -168,10 +180,9 @@ def transformers_model(spec: str) -> tuple[Path, str]:
 
         read_json_object(folder / "config.json", "a transformers model config", "pass hf:DIR with a folder saved "
                          "by save_pretrained")  # named here in one line, not in the server's traceback
-        return folder, folder.resolve().name
+        return folder, default_alias(spec)
     if spec.startswith("gguf:"):
-        path = Path(spec[5:]).expanduser()
-        return local.unpacked_gguf_file(path), path.stem
+        return local.unpacked_gguf_file(Path(spec[5:]).expanduser()), default_alias(spec)
     if spec not in models.MODELS:
         raise ValueError(f"muse-llm serve takes a packaged model ({', '.join(sorted(models.MODELS))}), "
                          f"gguf:FILE or hf:DIR, got '{spec}'")
@@ -196,9 +207,7 @@ def running(model: str, *, engine: str = "auto", threads: int | None = None, n_c
     temporary file (a pipe would fill and block the server); a server that exits or is not ready within
     `ready_s` raises ServerFailed with the log's tail."""
     engine = resolve_engine(engine, model=model)
-    if alias is None:
-        alias = (Path(model[5:]).stem if model.startswith("gguf:") else
-                 Path(model[3:]).expanduser().resolve().name if model.startswith("hf:") else model)
+    alias = alias or default_alias(model)
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     cmd = [sys.executable, "-m", "llm_side.cli", "serve", "--model", model, "--engine", engine, "--host", "127.0.0.1",
