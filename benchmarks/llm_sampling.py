@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--temperature", type=float, default=0.5, help="sampling temperature (MUSE-LLM's default)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats of each side (median reported)")
     p.add_argument("--serve", action="store_true",
-                   help="start `muse-llm serve` on the packaged --model and measure the server backend")
+                   help="start `muse-llm serve` on --model (packaged, gguf:FILE, hf:DIR) and time the server")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="server threads with --serve")
     p.add_argument("--engine", choices=("auto", "llama.cpp", "transformers"), default="auto",
                    help="the server `--serve` starts (muse-llm serve --engine; auto: llama.cpp where built)")
@@ -92,12 +92,15 @@ def main(argv: list[str] | None = None) -> dict:
 
     run = agent_steps if args.agent_steps > 0 else measure
     if args.serve:
-        if args.model.startswith(("openai:", "hf:")):
-            p.error("--serve takes a packaged model or gguf:FILE as --model")
+        if args.model.startswith("openai:"):
+            p.error("--serve starts a server: pass a packaged model, gguf:FILE or hf:DIR as --model, or drop "
+                    "--serve to measure the openai: server already running")
         try:
-            engine = resolve_engine(args.engine)
+            engine = resolve_engine(args.engine, model=args.model)
         except RuntimeError as exc:
             p.error(str(exc))
+        if engine == "llama.cpp" and args.model.startswith("hf:"):
+            p.error("llama.cpp serves GGUF files: measure a transformers folder (hf:DIR) with --engine transformers")
         try:
             with running(args.model, engine=engine, threads=args.threads) as spec:
                 return run(args, spec, backend=f"openai-server (muse-llm serve --engine {engine})")

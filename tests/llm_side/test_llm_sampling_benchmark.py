@@ -34,12 +34,25 @@ def test_bad_flag_is_one_line_naming_it():
 
 
 @pytest.mark.slow
-def test_served_sampling_benchmark_starts_muse_llm_serve_with_the_engine_asked():
-    """`--serve --engine transformers`: the benchmark measures through a real `muse-llm serve` it starts and stops."""
+def test_served_sampling_benchmark_serves_a_transformers_folder_with_the_engine_asked():
+    """`--serve --engine transformers --model hf:DIR`: the benchmark measures a transformers folder (here the test
+    model's unpacked copy, as a trained actor would be) through a real `muse-llm serve` it starts and stops."""
+    from llm_side.backends.local import unpacked_packaged
+    from llm_side.backends.models import MODELS
+
+    folder = unpacked_packaged(MODELS["smollm2"])
     proc = subprocess.run([sys.executable, str(SCRIPT), "--serve", "--engine", "transformers", "--threads", "1",
-                           "--rollouts", "2", "--max-tokens", "4", "--prompt-steps", "2", "--repeats", "1"],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
+                           "--model", f"hf:{folder}", "--rollouts", "2", "--max-tokens", "4", "--prompt-steps", "2",
+                           "--repeats", "1"], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads(proc.stdout.strip().splitlines()[-1])
     assert record["backend"] == "openai-server (muse-llm serve --engine transformers)"
+    assert record["model"] == f"hf:{folder}"
     assert record["batched_s"] > 0 and record["sequential_s"] > 0 and record["prompt_tokens"] is None
+
+
+def test_serve_with_a_running_server_is_one_line_saying_what_to_pass():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--serve", "--model", "openai:http://127.0.0.1:9:m"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "drop --serve" in proc.stderr and len(proc.stderr.strip().splitlines()) <= 2
