@@ -24,10 +24,15 @@ The last line printed is one JSON object: `batched_s`, `sequential_s` (medians o
 `--rollouts`, the CPU horizon, an untrained M_sa, which costs the same to run) each play the first K steps of
 the same real ALFWorld game (`--game`, default the first of eval_out_of_distribution) with the same model in
 this process, alternately `--repeats` times, after a warm-up step of ReAct and a warm-up of M_sa's embedder;
-the JSON gives seconds per step of each (medians), the ratio MUSE / ReAct and the machine's load average,
-since a shared machine's load moves both.
+the JSON gives seconds per step of each (medians, and means: what a step costs averaged over the timed
+part of the episode, whose prompt grows), the ratio MUSE / ReAct, whether each episode was won within the
+K steps, and the machine's load average, since a shared machine's load moves both. `--agents react` times
+ReAct alone, e.g. a whole 50-step episode (`--agent-steps 50`), the cost of the held-out study's ReAct arm.
+Records go to `--out` too; `docs/llm/agent_steps_cpu.jsonl` makes the "LLM agent steps" page.
 
     python benchmarks/llm_sampling.py --model qwen0.5b --agent-steps 3 --repeats 1
+    python benchmarks/llm_sampling.py --model qwen1.5b --serve --engine llama.cpp --threads 2 \
+        --agent-steps 50 --agents react --out docs/llm/agent_steps_cpu.jsonl
 """
 
 from __future__ import annotations
@@ -83,7 +88,14 @@ def main(argv: list[str] | None = None) -> dict:
                    help="time K steps of ReAct and of MUSE-LLM on a real ALFWorld game instead (s/step, ratio)")
     p.add_argument("--game", default=None, help="ALFWorld task id for --agent-steps (default: first held-out game)")
     p.add_argument("--rollout-tokens", default="auto", help="MUSE's rollout_tokens for --agent-steps (default auto)")
+    p.add_argument("--agents", default="react,muse",
+                   help="which agents --agent-steps times, comma-separated: react, muse (default both)")
+    p.add_argument("--out", default=None, help="also append the JSON record to this JSON lines file")
     args = p.parse_args(argv)
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    if not agents or set(agents) - {"react", "muse"}:
+        p.error(f"--agents takes react, muse or react,muse, got '{args.agents}'")
+    args.agents = list(dict.fromkeys(agents))
     for name in ("rollouts", "max_tokens", "prompt_steps", "repeats"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -103,6 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
             p.error("llama.cpp serves GGUF files: measure a transformers folder (hf:DIR) with --engine transformers")
         try:
             with running(args.model, engine=engine, threads=args.threads) as spec:
+                args.server_threads = args.threads
                 return run(args, spec, backend=f"openai-server (muse-llm serve --engine {engine})")
         except ServerFailed as exc:
             raise SystemExit(f"llm_sampling: error: {exc}") from None
@@ -137,22 +150,23 @@ def measure(args: argparse.Namespace, spec: str, backend: str) -> dict:
               "repeats": args.repeats, "batched_s": round(b, 4), "sequential_s": round(s, 4),
               "speedup": round(s / b, 3) if b > 0 else None,
               "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
-    return emit_record(record, None)
+    return emit_record(record, args.out)
 
 
-def _step_times(env, agent, task: str, steps: int) -> list[float]:
+def _step_times(env, agent, task: str, steps: int) -> tuple[list[float], bool]:
     """Seconds of each of the first `steps` steps of `agent` on `task` (the reflection after the episode,
-    which both agents write alike, is not timed)."""
+    which both agents write alike, is not timed), and whether the episode was won within them."""
     from llm_side.harness.runner import run_episode
 
     marks = [time.perf_counter()]
-    run_episode(env, agent, task_id=task, episode=0, max_steps=steps, seed=0,
-                on_step=lambda t: marks.append(time.perf_counter()))
-    return [b - a for a, b in zip(marks, marks[1:], strict=False)]
+    result = run_episode(env, agent, task_id=task, episode=0, max_steps=steps, seed=0,
+                         on_step=lambda t: marks.append(time.perf_counter()))
+    return [b - a for a, b in zip(marks, marks[1:], strict=False)], bool(result.get("success"))
 
 
 def agent_steps(args: argparse.Namespace, spec: str, backend: str) -> dict:
     """ReAct's and MUSE-LLM's seconds per step on the same game, model and machine (module docstring)."""
+    from benchmarks.report import git_commit
     from llm_side.agents import self_awareness as sa
     from llm_side.agents.muse import MuseAgent
     from llm_side.agents.react import ReActAgent
@@ -163,32 +177,50 @@ def agent_steps(args: argparse.Namespace, spec: str, backend: str) -> dict:
     env = make_env()
     task = args.game or env.task_ids("eval_out_of_distribution")[0]
     horizon = int(args.rollout_tokens) if str(args.rollout_tokens).isdigit() else args.rollout_tokens
-    react = ReActAgent(llm)
-    muse = MuseAgent(llm, sa.SelfAwarenessModel(load_embedder()), n_rollouts=args.rollouts, rollout_tokens=horizon)
-    muse.end_episode = lambda outcome: None  # no reflection / chunk scoring after the timed steps
-    react.end_episode = lambda outcome: None
-    _step_times(env, react, task, 1)  # warm-up: first-call allocations out of the timing
-    muse.msa.embed(["warm-up"])  # the sentence embedder loads on first use: not part of a step
-    times: dict[str, list[float]] = {"react": [], "muse": []}
+    agents = {}
+    if "react" in args.agents:
+        agents["react"] = ReActAgent(llm)
+    if "muse" in args.agents:
+        agents["muse"] = MuseAgent(llm, sa.SelfAwarenessModel(load_embedder()), n_rollouts=args.rollouts,
+                                   rollout_tokens=horizon)
+        agents["muse"].msa.embed(["warm-up"])  # the sentence embedder loads on first use: not part of a step
+    for agent in agents.values():
+        agent.end_episode = lambda outcome: None  # no reflection / chunk scoring after the timed steps
+    _step_times(env, ReActAgent(llm), task, 1)  # warm-up: first-call allocations out of the timing
+    times: dict[str, list[float]] = {name: [] for name in agents}
+    won: dict[str, list[bool]] = {name: [] for name in agents}
     loads = []
     try:
         for _ in range(args.repeats):
-            for name, agent in (("react", react), ("muse", muse)):
+            for name, agent in agents.items():
                 loads.append(os.getloadavg()[0])
-                times[name].extend(_step_times(env, agent, task, args.agent_steps))
+                steps_s, success = _step_times(env, agent, task, args.agent_steps)
+                times[name].extend(steps_s)
+                won[name].append(success)
     finally:
         env.close()
-    r, m = statistics.median(times["react"]), statistics.median(times["muse"])
+
+    def median(name: str) -> float | None:
+        return round(statistics.median(times[name]), 2) if times.get(name) else None
+
+    def mean(name: str) -> float | None:
+        return round(statistics.fmean(times[name]), 2) if times.get(name) else None
+
+    r, m = median("react"), median("muse")
     record = {"benchmark": "llm_agent_steps", "model": args.model, "backend": backend, "game": task,
-              "steps": args.agent_steps,
+              "steps": args.agent_steps, "agents": args.agents,
               "repeats": args.repeats, "rollouts": args.rollouts, "rollout_tokens": args.rollout_tokens,
-              "react_s_per_step": round(r, 2), "muse_s_per_step": round(m, 2),
-              "muse_over_react": round(m / r, 2) if r > 0 else None,
-              "react_steps_s": [round(x, 2) for x in times["react"]],
-              "muse_steps_s": [round(x, 2) for x in times["muse"]],
+              "react_s_per_step": r, "muse_s_per_step": m,
+              "react_mean_s_per_step": mean("react"), "muse_mean_s_per_step": mean("muse"),
+              "muse_over_react": round(m / r, 2) if r and m else None,
+              "react_steps_s": [round(x, 2) for x in times.get("react", [])],
+              "muse_steps_s": [round(x, 2) for x in times.get("muse", [])],
+              "react_won": won.get("react", []), "muse_won": won.get("muse", []),
               "load_avg_1min": [round(x, 2) for x in loads], "torch_threads": _threads(),
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
-    return emit_record(record, None)
+              "server_threads": getattr(args, "server_threads", None),
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+              "date": time.strftime("%Y-%m-%d"), "code": git_commit()}
+    return emit_record(record, args.out)
 
 
 def _threads() -> int:

@@ -1480,6 +1480,95 @@ def targets(docs: Path) -> str:
         body])
 
 
+# ------------------------------------------------------------------------------------------ LLM agents
+
+LLM_STEP_RECORDS = "llm/agent_steps_cpu.jsonl"
+"""`benchmarks/llm_sampling.py --agent-steps K` records (`--out`)."""
+
+
+def llm_backend(x: dict[str, Any]) -> str:
+    """A record's backend as a user starts it: in process, or the `muse-llm serve` engine it went through."""
+    m = re.search(r"--engine ([\w.]+)", x["backend"])
+    return f"`muse-llm serve --engine {m.group(1)}`" if m else "in process (transformers)"
+
+
+def llm_threads(x: dict[str, Any]) -> str:
+    """The threads that ran the model: the server's for a served row, torch's in process."""
+    if "--engine" in x["backend"]:
+        return str(x["server_threads"]) if x.get("server_threads") else "not recorded"
+    return str(x.get("torch_threads", "not recorded"))
+
+
+def llm_steps_command(x: dict[str, Any]) -> str:
+    m = re.search(r"--engine ([\w.]+)", x["backend"])
+    threads = x.get("torch_threads", 1)
+    return ((f"MUSE_LLM_THREADS={threads} " if not m and threads != 1 else "")
+            + f"python benchmarks/llm_sampling.py --model {x['model']} --agent-steps {x['steps']} "
+            f"--repeats {x['repeats']} --rollout-tokens {x['rollout_tokens']}"
+            + (f" --agents {','.join(x['agents'])}" if x.get("agents", ["react", "muse"]) != ["react", "muse"] else "")
+            + (f" --serve --engine {m.group(1)} --threads {x.get('server_threads', '?')}" if m else ""))
+
+
+def _s_per_step(x: dict[str, Any], agent: str) -> str:
+    median = x.get(f"{agent}_s_per_step")
+    if median is None:
+        return "-"
+    mean = x.get(f"{agent}_mean_s_per_step")
+    return f"**{median:g}**" + (f" ({mean:g})" if mean is not None and len(x.get(f"{agent}_steps_s", [])) > 2 else "")
+
+
+def _won(x: dict[str, Any], agent: str) -> str:
+    if f"{agent}_won" not in x:
+        return "not recorded"
+    won = x[f"{agent}_won"]
+    return f"{sum(won)}/{len(won)}" if won else "-"
+
+
+@page("experiments/llm-steps.md", (LLM_STEP_RECORDS,))
+def llm_steps(docs: Path) -> str:
+    """Seconds per step of ReAct and MUSE-LLM on a real ALFWorld game, one row per benchmark run."""
+    path = docs / LLM_STEP_RECORDS
+    runs = [x for x in read_lines(path) if x.get("benchmark") == "llm_agent_steps"] if path.exists() else []
+    head = ["# LLM agents: seconds per step", "",
+            "What a user waits for: ReAct and MUSE-LLM (5 look-ahead rollouts a step, an untrained M_sa, which costs "
+            "the same to run) play the first K steps of the same real ALFWorld game with the same model, in process "
+            "or through a local `muse-llm serve`. The "
+            "held-out study plays up to 50 steps an episode, and the prompt grows with every step, so a row that "
+            "times a whole episode gives the mean beside the median. The backends: "
+            "[The LLM agents](../llm/index.md); what the study costs: "
+            "[ALFWorld pipeline](../llm/alfworld_pipeline.md).", ""]
+    if not runs:
+        return "\n".join(head + ["No runs recorded yet."])
+    fastest_muse = min((x for x in runs if x.get("muse_s_per_step")), key=lambda x: x["muse_s_per_step"], default=None)
+    whole = [x for x in runs if x.get("react_steps_s") and len(x["react_steps_s"]) >= 20]
+    shows = []
+    if fastest_muse:
+        shows.append(f"The fastest MUSE-LLM step is {fastest_muse['muse_s_per_step']:g} s ({fastest_muse['model']}, "
+                     f"{llm_backend(fastest_muse)}, {llm_threads(fastest_muse)} threads, the game's first "
+                     f"{fastest_muse['steps']} steps).")
+    for x in whole:
+        shows.append(f"Over {len(x['react_steps_s'])} ReAct steps, {x['model']} through {llm_backend(x)} "
+                     f"takes {x['react_mean_s_per_step']:g} s a step on average ({_won(x, 'react')} episodes won).")
+    procs = list(dict.fromkeys(processor(x) for x in runs))
+    return "\n".join(head) + "\n" + about(
+        command="\n".join(dict.fromkeys(llm_steps_command(x) for x in runs)),
+        machine=f"{runs[-1].get('machine', 'not recorded')} ({'; '.join(procs)})",
+        budget="per row: the first K steps of the game per agent, `repeats` times, after an untimed warm-up step; "
+               "MUSE's rollouts at `rollout_tokens` tokens; the game: "
+               + ", ".join(f"`{g}`" for g in dict.fromkeys(x["game"] for x in runs)),
+        seeds="one (a timing; ReAct decodes greedily, MUSE samples its rollouts with seed 0)",
+        shows=" ".join(shows) or "Seconds per step by model and backend.",
+        data=f"`docs/{LLM_STEP_RECORDS}`") + table(
+        ["model", "backend", "threads", "steps timed x repeats", "ReAct s/step: median (mean)",
+         "MUSE s/step: median (mean)", "MUSE / ReAct", "won (ReAct; MUSE)", "load (1 min)", "processor",
+         "date (code)"],
+        [[x["model"], llm_backend(x), llm_threads(x), f"{x['steps']} x {x['repeats']}", _s_per_step(x, "react"),
+          _s_per_step(x, "muse"), f"{x['muse_over_react']:.2f}" if x.get("muse_over_react") else "-",
+          "not recorded" if "react_won" not in x else f"{_won(x, 'react')}; {_won(x, 'muse')}",
+          "-".join(f"{v:g}" for v in sorted({min(x['load_avg_1min']), max(x['load_avg_1min'])})),
+          processor(x), f"{x.get('date', '-')} ({x.get('code', '-')})"] for x in runs])
+
+
 # ------------------------------------------------------------------------------------------- rendering
 
 
