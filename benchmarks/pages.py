@@ -1569,6 +1569,82 @@ def llm_steps(docs: Path) -> str:
           processor(x), f"{x.get('date', '-')} ({x.get('code', '-')})"] for x in runs])
 
 
+LLM_RUNS = "llm/alfworld_heldout"
+"""`muse-llm run` folders kept as data (`--out docs/llm/alfworld_heldout/NAME`; the same command resumes one)."""
+
+
+def _served_name(model: str) -> str:
+    """`openai:http://HOST:PORT/v1:NAME` -> 'NAME through a local server'; any other spec as it is."""
+    return f"{model.rsplit(':', 1)[1]} through a local server" if model.startswith("openai:") else model
+
+
+HELDOUT_STUDY = REPO / "configs" / "llm" / "alfworld-heldout-study.yaml"
+
+
+def _run_command(folder: Path, run: dict[str, Any]) -> str:
+    """The commands that made (and resume) a kept run folder: the local server it went through, then the run."""
+    import yaml
+
+    model = run["model"]
+    serve = ""
+    if m := re.match(r"openai:http://127\.0\.0\.1:(\d+)/v1:([\w.\-]+)$", model):
+        serve = f"muse-llm serve --model {m.group(2)} --engine llama.cpp --threads 2 --port {m.group(1)} &\n"
+    study = yaml.safe_load(HELDOUT_STUDY.read_text())["tasks"] if HELDOUT_STUDY.exists() else None
+    if run["tasks"] == study:
+        games = ("GAMES=$(python -c \"import yaml; print(','.join(yaml.safe_load(open("
+                 "'configs/llm/alfworld-heldout-study.yaml'))['tasks']))\")\n")
+    else:
+        games = f"GAMES={','.join(run['tasks'])}\n"
+    return (serve + games + f"muse-llm run --env {run['env']} --agent {run['agent']} --tasks \"$GAMES\" "
+            f"--episodes {run['episodes']} --max-steps {run['max_steps']} --seed {run['seed']} --model {model} "
+            f"--out docs/{LLM_RUNS}/{folder.name}")
+
+
+@page("experiments/alfworld-heldout.md", (f"{LLM_RUNS}/*/run.json", f"{LLM_RUNS}/*/episodes.jsonl"))
+def alfworld_heldout(docs: Path) -> str:
+    """What an LLM agent wins on the held-out ALFWorld games, one section per kept run folder."""
+    from muse_common.metrics import wilson_interval
+
+    out = ["# ALFWorld held-out games: what the packaged models win", "",
+           "Single agents on the 20 held-out games of the study (`configs/llm/alfworld-heldout-study.yaml`, "
+           "eval_out_of_distribution), one `muse-llm run` folder each, kept under `docs/llm/alfworld_heldout/` so "
+           "that a "
+           "later session resumes it with the same command. These are not the study's Tables 2-4 (5 adaptation + 5 "
+           "test episodes per game, every agent paired: `bash scripts/heldout_study.sh`); they say whether a "
+           "packaged model wins anything a study could measure. Intervals are 95% Wilson intervals over episodes. "
+           "Seconds per step: [LLM agents: seconds per step](llm-steps.md).",
+           ""]
+    folders = sorted(f for f in (docs / LLM_RUNS).glob("*") if (f / "run.json").exists())
+    if not folders:
+        return "\n".join(out + ["No runs kept yet."])
+    for folder in folders:
+        run = json.loads((folder / "run.json").read_text())
+        eps = read_lines(folder / "episodes.jsonl") if (folder / "episodes.jsonl").exists() else []
+        expected = len(run["tasks"]) * int(run["episodes"])
+        won = sum(bool(x.get("success")) for x in eps)
+        lo, hi = wilson_interval(won, len(eps))
+        shows = (f"{run['agent']} with {_served_name(run['model'])} won {won} of {len(eps)} episodes"
+                 + (f" (95% interval {lo:.0%} to {hi:.0%})" if eps else "")
+                 + ("" if len(eps) >= expected else f"; {len(eps)} of the {expected} episodes are played so far "
+                    "(rerun the command to resume)") + ".")
+        if eps and won in (0, len(eps)):
+            shows += (" Every episode has the same outcome, so this is a degenerate result: it bounds the success "
+                      "rate, it cannot rank agents or calibrate a self-awareness model.")
+        by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for x in eps:
+            by_type[x["task"].split("/")[-2].split("-")[0]].append(x)
+        out += [f"## {run['agent']}, {_served_name(run['model'])}", "",
+                about(command=_run_command(folder, run),
+                      machine=machines(eps) if any(x.get("machine") for x in eps) else
+                      "2-core CPU (the date and processor are in the commit that added the episodes)",
+                      budget=f"{run['episodes']} episode(s) per game, at most {run['max_steps']} steps each",
+                      seeds=str(run["seed"]), shows=shows, data=f"`docs/{LLM_RUNS}/{folder.name}/episodes.jsonl`"),
+                table(["task type", "episodes", "won", "mean steps"],
+                      [[t, len(xs), sum(bool(x.get("success")) for x in xs),
+                        f"{statistics.fmean(x['steps'] for x in xs):.1f}"] for t, xs in sorted(by_type.items())])]
+    return "\n".join(out)
+
+
 # ------------------------------------------------------------------------------------------- rendering
 
 

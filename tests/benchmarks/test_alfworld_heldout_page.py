@@ -1,0 +1,42 @@
+"""The held-out ALFWorld page: a kept run folder's wins per task type, its interval, and a degenerate result named."""
+
+import json
+from pathlib import Path
+
+from benchmarks.pages import LLM_RUNS, alfworld_heldout
+
+GAMES = ["valid_unseen/look_at_obj_in_light-CD-None-DeskLamp-308/trial_T1",
+         "valid_unseen/pick_and_place_simple-SaltShaker-None-Drawer-10/trial_T2",
+         "valid_unseen/pick_and_place_simple-SoapBottle-None-Toilet-424/trial_T3"]
+
+
+def folder(tmp_path: Path, outcomes: list[bool]) -> Path:
+    run = tmp_path / LLM_RUNS / "react-qwen1.5b"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({
+        "env": "alfworld", "agent": "react", "model": "openai:http://127.0.0.1:8093/v1:qwen1.5b", "seed": 0,
+        "episodes": 1, "max_steps": 50, "tasks": GAMES}))
+    (run / "episodes.jsonl").write_text("".join(
+        json.dumps({"task": task, "success": won, "steps": 12 if won else 50, "time_s": 40.0 if won else 180.0}) + "\n"
+        for task, won in zip(GAMES, outcomes, strict=False)))
+    return tmp_path
+
+
+def test_wins_per_task_type_with_an_interval_and_the_runs_own_games(tmp_path: Path) -> None:
+    page = alfworld_heldout(folder(tmp_path, [False, True, False]))
+    assert "react with qwen1.5b through a local server won 1 of 3 episodes (95% interval 6% to 79%)." in page
+    assert "| look_at_obj_in_light | 1 | 0 | 50.0 |" in page
+    assert "| pick_and_place_simple | 2 | 1 | 31.0 |" in page
+    assert "degenerate" not in page and "so far" not in page
+    assert f"GAMES={','.join(GAMES)}" in page  # not the study's 20: the command names the run's own games
+    assert "muse-llm serve --model qwen1.5b --engine llama.cpp --threads 2 --port 8093 &" in page
+
+
+def test_one_outcome_class_is_called_degenerate_and_a_partial_run_says_how_far_it_is(tmp_path: Path) -> None:
+    page = alfworld_heldout(folder(tmp_path, [False, False]))
+    assert "won 0 of 2 episodes (95% interval 0% to 66%); 2 of the 3 episodes are played so far" in page
+    assert "degenerate result" in page
+
+
+def test_no_kept_runs_is_a_page_that_says_so(tmp_path: Path) -> None:
+    assert "No runs kept yet." in alfworld_heldout(tmp_path)
