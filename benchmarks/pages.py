@@ -1486,27 +1486,33 @@ LLM_STEP_RECORDS = "llm/agent_steps_cpu.jsonl"
 """`benchmarks/llm_sampling.py --agent-steps K` records (`--out`)."""
 
 
+def served_engine(x: dict[str, Any]) -> str | None:
+    """The `muse-llm serve` engine a record went through (its `backend` names it), None in process."""
+    m = re.search(r"--engine ([\w.]+)", x["backend"])
+    return m.group(1) if m else None
+
+
 def llm_backend(x: dict[str, Any]) -> str:
     """A record's backend as a user starts it: in process, or the `muse-llm serve` engine it went through."""
-    m = re.search(r"--engine ([\w.]+)", x["backend"])
-    return f"`muse-llm serve --engine {m.group(1)}`" if m else "in process (transformers)"
+    engine = served_engine(x)
+    return f"`muse-llm serve --engine {engine}`" if engine else "in process (transformers)"
 
 
 def llm_threads(x: dict[str, Any]) -> str:
     """The threads that ran the model: the server's for a served row, torch's in process."""
-    if "--engine" in x["backend"]:
+    if served_engine(x):
         return str(x["server_threads"]) if x.get("server_threads") else "not recorded"
     return str(x.get("torch_threads", "not recorded"))
 
 
 def llm_steps_command(x: dict[str, Any]) -> str:
-    m = re.search(r"--engine ([\w.]+)", x["backend"])
+    engine = served_engine(x)
     threads = x.get("torch_threads", 1)
-    return ((f"MUSE_LLM_THREADS={threads} " if not m and threads != 1 else "")
+    return ((f"MUSE_LLM_THREADS={threads} " if not engine and threads != 1 else "")
             + f"python benchmarks/llm_sampling.py --model {x['model']} --agent-steps {x['steps']} "
             f"--repeats {x['repeats']} --rollout-tokens {x['rollout_tokens']}"
             + (f" --agents {','.join(x['agents'])}" if x.get("agents", ["react", "muse"]) != ["react", "muse"] else "")
-            + (f" --serve --engine {m.group(1)} --threads {x.get('server_threads', '?')}" if m else ""))
+            + (f" --serve --engine {engine} --threads {x.get('server_threads', '?')}" if engine else ""))
 
 
 def _s_per_step(x: dict[str, Any], agent: str) -> str:
@@ -1608,11 +1614,10 @@ def alfworld_heldout(docs: Path) -> str:
     out = ["# ALFWorld held-out games: what the packaged models win", "",
            "Single agents on the 20 held-out games of the study (`configs/llm/alfworld-heldout-study.yaml`, "
            "eval_out_of_distribution), one `muse-llm run` folder each, kept under `docs/llm/alfworld_heldout/` so "
-           "that a "
-           "later session resumes it with the same command. These are not the study's Tables 2-4 (5 adaptation + 5 "
-           "test episodes per game, every agent paired: `bash scripts/heldout_study.sh`); they say whether a "
-           "packaged model wins anything a study could measure. Intervals are 95% Wilson intervals over episodes. "
-           "Seconds per step: [LLM agents: seconds per step](llm-steps.md).",
+           "that a later session resumes it with the same command. These are not the study's Tables 2-4 (5 "
+           "adaptation + 5 test episodes per game, every agent paired: `bash scripts/heldout_study.sh`); they say "
+           "whether a packaged model wins anything a study could measure. Intervals are 95% Wilson intervals over "
+           "episodes. Seconds per step: [LLM agents: seconds per step](llm-steps.md).",
            ""]
     folders = sorted(f for f in (docs / LLM_RUNS).glob("*") if (f / "run.json").exists())
     if not folders:
@@ -1635,8 +1640,8 @@ def alfworld_heldout(docs: Path) -> str:
             by_type[x["task"].split("/")[-2].split("-")[0]].append(x)
         out += [f"## {run['agent']}, {_served_name(run['model'])}", "",
                 about(command=_run_command(folder, run),
-                      machine=machines(eps) if any(x.get("machine") for x in eps) else
-                      "2-core CPU (the date and processor are in the commit that added the episodes)",
+                      machine="not in the run folder (`muse-llm run` records none): the commit that added the "
+                              "episodes names the machine and date",
                       budget=f"{run['episodes']} episode(s) per game, at most {run['max_steps']} steps each",
                       seeds=str(run["seed"]), shows=shows, data=f"`docs/{LLM_RUNS}/{folder.name}/episodes.jsonl`"),
                 table(["task type", "episodes", "won", "mean steps"],
