@@ -24,7 +24,7 @@ import json
 import math
 import re
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -1587,23 +1587,61 @@ def _served_name(model: str) -> str:
 HELDOUT_STUDY = REPO / "configs" / "llm" / "alfworld-heldout-study.yaml"
 
 
-def _run_command(folder: Path, run: dict[str, Any]) -> str:
+def _serve_line(model: str, eps: list[dict[str, Any]]) -> str:
+    """The `muse-llm serve` line of a run through a local server, from the `server` its episodes recorded (the
+    latest); a run whose episodes record none gets the line without engine and threads, and says so."""
+    m = re.match(r"openai:http://(?:127\.0\.0\.1|localhost):(\d+)/v1:([\w.\-]+)$", model)
+    if not m:
+        return ""
+    port, alias = m.groups()
+    served = next((x["server"] for x in reversed(eps) if isinstance(x.get("server"), dict)), None)
+    if not served:
+        return f"muse-llm serve --model {alias} --port {port} &  # engine and threads: not recorded in the run folder\n"
+    from llm_side.serve import N_CTX
+
+    n_ctx = served.get("n_ctx")
+    return (f"muse-llm serve --model {served.get('model', alias)} --engine {served.get('engine')} "
+            f"--threads {served.get('threads')}" + (f" --n-ctx {n_ctx}" if n_ctx and n_ctx != N_CTX else "")
+            + (f" --alias {alias}" if served.get("model", alias) != alias else "") + f" --port {port} &\n")
+
+
+def _run_command(folder: Path, run: dict[str, Any], eps: list[dict[str, Any]]) -> str:
     """The commands that made (and resume) a kept run folder: the local server it went through, then the run."""
     import yaml
 
     model = run["model"]
-    serve = ""
-    if m := re.match(r"openai:http://127\.0\.0\.1:(\d+)/v1:([\w.\-]+)$", model):
-        serve = f"muse-llm serve --model {m.group(2)} --engine llama.cpp --threads 2 --port {m.group(1)} &\n"
     study = yaml.safe_load(HELDOUT_STUDY.read_text())["tasks"] if HELDOUT_STUDY.exists() else None
     if run["tasks"] == study:
         games = ("GAMES=$(python -c \"import yaml; print(','.join(yaml.safe_load(open("
                  "'configs/llm/alfworld-heldout-study.yaml'))['tasks']))\")\n")
     else:
         games = f"GAMES={','.join(run['tasks'])}\n"
-    return (serve + games + f"muse-llm run --env {run['env']} --agent {run['agent']} --tasks \"$GAMES\" "
-            f"--episodes {run['episodes']} --max-steps {run['max_steps']} --seed {run['seed']} --model {model} "
-            f"--out docs/{LLM_RUNS}/{folder.name}")
+    return (_serve_line(model, eps) + games + f"muse-llm run --env {run['env']} --agent {run['agent']} "
+            f"--tasks \"$GAMES\" --episodes {run['episodes']} --max-steps {run['max_steps']} --seed {run['seed']} "
+            f"--model {model} --out docs/{LLM_RUNS}/{folder.name}")
+
+
+def _made_on(eps: list[dict[str, Any]]) -> str:
+    """Where and when a run folder's episodes were played: each processor (`cpu_model`) with its episodes, and
+    the days they finished (`finished`); episodes recorded before records named them are counted as such."""
+    if not eps:
+        return "no episodes yet"
+    by_cpu = Counter(processor(x) for x in eps)
+    days = sorted({str(x["finished"])[:10] for x in eps if x.get("finished")})
+    undated = sum(not x.get("finished") for x in eps)
+    text = "; ".join(f"{name} ({n} episode{'s' * (n != 1)})" for name, n in sorted(by_cpu.items()))
+    if days:
+        text += f"; finished {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else "")
+    if undated:
+        text += (f"; {undated} episode{'s' * (undated != 1)} carry no date (recorded before episodes did): "
+                 "the commit that added them dates them")
+    return text
+
+
+def _seconds_per_step(eps: list[dict[str, Any]]) -> str:
+    """Wall seconds per agent step over episodes (their `time_s` over their steps; "-" without either)."""
+    timed = [x for x in eps if isinstance(x.get("time_s"), int | float) and x.get("steps")]
+    return f"{sum(x['time_s'] for x in timed) / sum(x['steps'] for x in timed):.1f}" if timed else "-"
 
 
 @page("experiments/alfworld-heldout.md", (f"{LLM_RUNS}/*/run.json", f"{LLM_RUNS}/*/episodes.jsonl"))
@@ -1617,7 +1655,8 @@ def alfworld_heldout(docs: Path) -> str:
            "that a later session resumes it with the same command. These are not the study's Tables 2-4 (5 "
            "adaptation + 5 test episodes per game, every agent paired: `bash scripts/heldout_study.sh`); they say "
            "whether a packaged model wins anything a study could measure. Intervals are 95% Wilson intervals over "
-           "episodes. Seconds per step: [LLM agents: seconds per step](llm-steps.md).",
+           "episodes. Seconds per step are wall time as the run went (a machine shared with other work is slower); "
+           "idle-machine step times: [LLM agents: seconds per step](llm-steps.md).",
            ""]
     folders = sorted(f for f in (docs / LLM_RUNS).glob("*") if (f / "run.json").exists())
     if not folders:
@@ -1639,14 +1678,13 @@ def alfworld_heldout(docs: Path) -> str:
         for x in eps:
             by_type[x["task"].split("/")[-2].split("-")[0]].append(x)
         out += [f"## {run['agent']}, {_served_name(run['model'])}", "",
-                about(command=_run_command(folder, run),
-                      machine="not in the run folder (`muse-llm run` records none): the commit that added the "
-                              "episodes names the machine and date",
+                about(command=_run_command(folder, run, eps), machine=_made_on(eps),
                       budget=f"{run['episodes']} episode(s) per game, at most {run['max_steps']} steps each",
                       seeds=str(run["seed"]), shows=shows, data=f"`docs/{LLM_RUNS}/{folder.name}/episodes.jsonl`"),
-                table(["task type", "episodes", "won", "mean steps"],
+                table(["task type", "episodes", "won", "mean steps", "wall s/step"],
                       [[t, len(xs), sum(bool(x.get("success")) for x in xs),
-                        f"{statistics.fmean(x['steps'] for x in xs):.1f}"] for t, xs in sorted(by_type.items())])]
+                        f"{statistics.fmean(x['steps'] for x in xs):.1f}", _seconds_per_step(xs)]
+                       for t, xs in sorted(by_type.items())])]
     return "\n".join(out)
 
 

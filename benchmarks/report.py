@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from muse_common.machine import cpu_model as cpu_model  # re-exported: speed records name their processor
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -51,32 +53,6 @@ HOST_MALLOC_VARIABLES = ("GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_
 def host_malloc_record() -> dict[str, str]:
     """The HOST_MALLOC_VARIABLES set in this process's environment ({} with glibc's defaults)."""
     return {k: os.environ[k] for k in HOST_MALLOC_VARIABLES if os.environ.get(k)}
-
-
-def cpu_model() -> str:
-    """The host processor: its model name, family and model numbers and which of the AMX, AVX-512 and AVX2
-    extensions it has (`/proc/cpuinfo`, e.g. "Intel(R) Xeon(R) Processor (family 6 model 167; amx, avx512,
-    avx2)"; else `platform.processor()`, else "unknown"). Why: the 2-core machines this project is measured on
-    have been of more than one kind, and a CPU figure holds for its processor; under a hypervisor the name
-    alone can be generic, so the numbers and extensions go with it."""
-    fields: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if not key.strip():
-                break  # the first processor's block is enough
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    name = fields.get("model name")
-    if not name:
-        import platform
-
-        return platform.processor() or "unknown"
-    flags = set(fields.get("flags", "").split())
-    isa = [x for x, flag in (("amx", "amx_bf16"), ("avx512", "avx512f"), ("avx2", "avx2")) if flag in flags]
-    family, model = fields.get("cpu family", "?"), fields.get("model", "?")
-    return f"{name} (family {family} model {model}; {', '.join(isa) or 'sse'})"
 
 
 def run_conditions() -> dict[str, Any]:

@@ -329,6 +329,7 @@ def execute(spec: RunSpec, out: str | Path, *, progress: bool = True, env: Any =
     scripted model); an env given is left open. The model is checked to be installed before anything starts."""
     from llm_side.backends import check_available
     from llm_side.harness.runner import run_eval
+    from llm_side.serve import served_by
     from muse_common.files import atomic_write_json, output_dir_problem
 
     problem = output_dir_problem(out)
@@ -349,9 +350,10 @@ def execute(spec: RunSpec, out: str | Path, *, progress: bool = True, env: Any =
                 check_resume(run_file, spec.settings(task_ids))
             else:
                 atomic_write_json(run_file, {**spec.settings(task_ids), "argv": sys.argv[1:]})
+            server = served_by(spec.model) if llm is None and agent is None else None
             return run_eval(env, agent, env_name=spec.env, agent_name=spec.agent, task_ids=task_ids,
                             episodes=spec.episodes, max_steps=spec.max_steps, out_dir=out, seed=spec.seed,
-                            progress=progress)
+                            progress=progress, provenance={"server": server} if server else None)
     finally:
         if own_env:
             env.close()

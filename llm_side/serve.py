@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -36,6 +37,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from muse_common.arg_parser import ArgumentParser
 
@@ -189,6 +191,74 @@ def transformers_model(spec: str) -> tuple[Path, str]:
     return local.unpacked_packaged(models.MODELS[spec]), spec
 
 
+SERVED_BY_KEYS = ("engine", "model", "threads", "n_ctx")
+"""What a `muse-llm run` episode record says about the local server it went through (`served_by`)."""
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "0.0.0.0", "::1")
+
+
+def serving_file(host: str, port: int) -> Path:
+    """Where `muse-llm serve` on `host:port` says what it serves (MUSE_LLM_CACHE/serving/HOST-PORT.json)."""
+    from llm_side.backends.local import cache_root
+
+    return cache_root() / "serving" / f"{re.sub(r'[^0-9A-Za-z.-]', '_', host)}-{int(port)}.json"
+
+
+def record_serving(host: str, port: int, served: dict[str, Any]) -> None:
+    """Leave `served` (engine, model, threads, ...) and this process's id where `served_by` finds them, so a run
+    through this server records how it was served. A file that cannot be written costs only that record."""
+    from muse_common.files import atomic_write_json
+
+    try:
+        atomic_write_json(serving_file(host, port), {**served, "pid": os.getpid()})
+    except OSError as exc:
+        print(f"muse-llm serve: note: runs through this server will not record it ({exc})", file=sys.stderr)
+
+
+def served_by(model: str) -> dict[str, Any] | None:
+    """How the local server behind `openai:http://HOST:PORT/v1:NAME` was started (`SERVED_BY_KEYS`), as its
+    `muse-llm serve` recorded it; None for any other model, another server, or a record that is stale (its
+    process gone), names another model or is malformed (the file is read, never trusted)."""
+    import json
+    import urllib.parse
+
+    if not model.startswith("openai:"):
+        return None
+    url, _, alias = model.removeprefix("openai:").rpartition(":")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if host not in LOCAL_HOSTS or port is None:
+        return None
+    for name in dict.fromkeys((host, *LOCAL_HOSTS)):  # the server may listen on another local name
+        try:
+            data = json.loads(serving_file(name, port).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or data.get("alias") != alias or not _alive(data.get("pid")):
+            continue
+        served = {k: data[k] for k in SERVED_BY_KEYS if k in data}
+        if served.get("engine") in ENGINES[1:] and all(
+                isinstance(served.get(k), int) and not isinstance(served.get(k), bool) and served[k] >= 1
+                for k in ("threads", "n_ctx") if k in served) \
+                and isinstance(served.get("model"), str) and 0 < len(served["model"]) <= 500:
+            return served
+    return None
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 1:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # it exists, under another user
+        return True
+    except (ProcessLookupError, OverflowError):
+        return False
+    return True
+
+
 class ServerFailed(RuntimeError):
     """A server `running` started exited, or was not ready in time; the message ends with its log's tail."""
 
@@ -278,6 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             alias = check_alias(a.alias or alias)
             cmd = server_argv(gguf, alias, host=a.host, port=a.port, n_ctx=a.n_ctx, threads=a.threads)
             what = f"{gguf} with llama.cpp (n_ctx {a.n_ctx}, {a.threads} threads)"
+            served = {"engine": engine, "model": a.model, "alias": alias, "threads": a.threads, "n_ctx": a.n_ctx}
         else:
             model_dir, alias = transformers_model(a.model)
             alias = check_alias(a.alias or alias)
@@ -285,6 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cmd = transformers_argv(alias, host=a.host, port=a.port)
             env.update(OMP_NUM_THREADS=str(a.threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
             what = f"{model_dir} with transformers ({a.threads} threads)"
+            served = {"engine": engine, "model": a.model, "alias": alias, "threads": a.threads}
         if a.print_only:
             print((f"cd {cwd} && " if cwd else "") + " ".join(cmd))
             return 0
@@ -293,6 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"serving {what} as '{alias}' on http://{a.host}:{a.port}/v1; "
           f"run agents with --model openai:http://{a.host}:{a.port}/v1:{alias}", file=sys.stderr, flush=True)
+    record_serving(a.host, a.port, served)  # this process id stays the server's through execve
     if cwd is not None:
         os.chdir(cwd)
     os.execve(cmd[0], cmd, env)  # the server replaces this process: Ctrl-C and kill reach it directly

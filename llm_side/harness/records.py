@@ -37,6 +37,9 @@ RESERVED_KEYS = frozenset(
         "step_info",
         "seed",
         "time_s",
+        "finished",
+        "cpu_model",
+        "server",
     }
 )
 

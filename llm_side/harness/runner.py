@@ -18,6 +18,7 @@ from llm_side.harness.contracts import Agent, EpisodeOutcome, TextEnv
 from llm_side.harness.progress import Progress
 from llm_side.harness.summary import summarize
 from muse_common.files import append_jsonl, atomic_write_json
+from muse_common.machine import cpu_model, utc_now
 
 
 def episode_seed(seed: int, episode: int) -> int:
@@ -161,14 +162,20 @@ def run_eval(
     out_dir: str | Path,
     seed: int = 0,
     progress: bool = True,
+    provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run every (task, episode) not yet recorded in `out_dir`, append one line per finished episode
-    to episodes.jsonl, keep summary.json current, and return the summary."""
+    to episodes.jsonl, keep summary.json current, and return the summary.
+
+    Each line says where and when it was made (`finished`, UTC; `cpu_model`, the processor, which a CPU step's
+    seconds depend on), plus `provenance` (e.g. `server`, the local server a model went through), because a run
+    folder is resumed across sessions and machines."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if not task_ids:
         raise ValueError("no tasks to run: check --split / --tasks / --limit")
     max_steps = int(max_steps or env.default_max_steps)
+    made_on = {"cpu_model": cpu_model(), **(provenance or {})}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = rec.episodes_path(out_dir)
@@ -212,6 +219,8 @@ def run_eval(
                     "seed": episode_seed(seed, e),
                     **fields,
                     "memory": agent.memory(),
+                    "finished": utc_now(),
+                    **made_on,
                 }
                 extras = getattr(agent, "episode_extras", None)
                 rec.merge_extras(record, extras() if callable(extras) else None)

@@ -10,14 +10,19 @@ GAMES = ["valid_unseen/look_at_obj_in_light-CD-None-DeskLamp-308/trial_T1",
          "valid_unseen/pick_and_place_simple-SoapBottle-None-Toilet-424/trial_T3"]
 
 
-def folder(tmp_path: Path, outcomes: list[bool]) -> Path:
+SERVER = {"engine": "llama.cpp", "model": "qwen1.5b", "threads": 2, "n_ctx": 12288}
+CPU = "Intel(R) Xeon(R) Processor (family 6 model 167; amx, avx512, avx2)"
+
+
+def folder(tmp_path: Path, outcomes: list[bool], made: dict | None = None) -> Path:
     run = tmp_path / LLM_RUNS / "react-qwen1.5b"
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({
         "env": "alfworld", "agent": "react", "model": "openai:http://127.0.0.1:8093/v1:qwen1.5b", "seed": 0,
         "episodes": 1, "max_steps": 50, "tasks": GAMES}))
     (run / "episodes.jsonl").write_text("".join(
-        json.dumps({"task": task, "success": won, "steps": 12 if won else 50, "time_s": 40.0 if won else 180.0}) + "\n"
+        json.dumps({"task": task, "success": won, "steps": 12 if won else 50, "time_s": 40.0 if won else 180.0,
+                    **(made or {})}) + "\n"
         for task, won in zip(GAMES, outcomes, strict=False)))
     return tmp_path
 
@@ -29,7 +34,24 @@ def test_wins_per_task_type_with_an_interval_and_the_runs_own_games(tmp_path: Pa
     assert "| pick_and_place_simple | 2 | 1 | 31.0 |" in page
     assert "degenerate" not in page and "so far" not in page
     assert f"GAMES={','.join(GAMES)}" in page  # not the study's 20: the command names the run's own games
+    assert "| pick_and_place_simple | 2 | 1 | 31.0 | 3.5 |".replace("3.5", f"{220 / 62:.1f}") in page
+    # no server, processor or date in the records: the page says so instead of guessing them
+    assert "muse-llm serve --model qwen1.5b --port 8093 &  # engine and threads: not recorded" in page
+    assert "Machine: not recorded (3 episodes); 3 episodes carry no date" in page
+
+
+def test_the_server_processor_and_days_come_from_the_episodes(tmp_path: Path) -> None:
+    made = {"server": SERVER, "cpu_model": CPU, "finished": "2026-11-29T17:02:11Z"}
+    page = alfworld_heldout(folder(tmp_path, [False, True, False], made))
     assert "muse-llm serve --model qwen1.5b --engine llama.cpp --threads 2 --port 8093 &" in page
+    assert "Machine: Intel Xeon (family 6 model 167; amx, avx512, avx2) (3 episodes); finished 2026-11-29" in page
+    assert "carry no date" not in page
+    page = alfworld_heldout(folder(tmp_path / "b", [False], {**made, "server": {**SERVER, "n_ctx": 4096}}))
+    assert "--engine llama.cpp --threads 2 --n-ctx 4096 --port 8093 &" in page  # only a context that is not the default
+    actor = {"engine": "transformers", "model": "hf:/tmp/actor", "threads": 1}
+    page = alfworld_heldout(folder(tmp_path / "c", [False], {**made, "server": actor}))
+    assert "muse-llm serve --model hf:/tmp/actor --engine transformers --threads 1 --alias qwen1.5b --port 8093 &" \
+        in page
 
 
 def test_one_outcome_class_is_called_degenerate_and_a_partial_run_says_how_far_it_is(tmp_path: Path) -> None:

@@ -354,6 +354,38 @@ def test_serve_engine_auto_takes_llama_cpp_where_built_else_transformers(monkeyp
         serve.served_folder(Path("/nonexistent"), "a:b")
 
 
+def test_serve_leaves_what_it_serves_for_the_runs_through_it_and_a_run_trusts_only_a_live_matching_record(
+        tmp_path, monkeypatch, capsys):
+    """A run folder is resumed across sessions, and a step's seconds depend on the server: `muse-llm serve`
+    records its engine and threads under its port, and `served_by` returns them for a run through that port,
+    but not for a dead server, another model, another host or a malformed file."""
+
+    from llm_side import serve
+
+    monkeypatch.setenv("MUSE_LLM_CACHE", str(tmp_path))
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    started = []
+    monkeypatch.setattr(serve, "resolve_engine", lambda engine, **kw: "llama.cpp")
+    monkeypatch.setattr(os, "execve", lambda *a: started.append(a))
+    assert main(["serve", "--model", f"gguf:{gguf}", "--port", "8123", "--threads", "3"]) == 0
+    assert started and "llama_cpp.server" in started[0][1]
+    spec = "openai:http://127.0.0.1:8123/v1:tiny"
+    assert serve.served_by(spec) == {"engine": "llama.cpp", "model": f"gguf:{gguf}", "threads": 3, "n_ctx": serve.N_CTX}
+    assert serve.served_by("openai:http://localhost:8123/v1:tiny") == serve.served_by(spec)
+    for other in ("openai:http://127.0.0.1:8123/v1:other", "openai:http://10.0.0.9:8123/v1:tiny",
+                  "openai:http://127.0.0.1:8124/v1:tiny", "openai:http://127.0.0.1:99999/v1:tiny", "smollm2"):
+        assert serve.served_by(other) is None, other
+    record = serve.serving_file("127.0.0.1", 8123)
+    good = json.loads(record.read_text())
+    assert good["pid"] == os.getpid()
+    for bad in ({**good, "pid": 2**40}, {**good, "engine": "rm -rf /"}, {**good, "threads": "2; x"},
+                {**good, "threads": True}, {**good, "model": ""}, [good], "not json {"):
+        record.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+        assert serve.served_by(spec) is None, bad
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["serve", "--model", "gguf:/no/such.gguf"], "GGUF file /no/such.gguf not found"),
     (["serve", "--model", "nosuch"], "takes a packaged model (gemma270m, qwen0.5b, qwen1.5b, smollm2), gguf:FILE or"),

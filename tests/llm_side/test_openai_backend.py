@@ -193,6 +193,9 @@ def test_real_transformers_server_from_muse_llm_serve_smollm2(tmp_path):
     (row,) = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert row["steps"] == 2 == len(row["actions"]) and all(a.strip() for a in row["actions"]), row
     assert json.loads((out / "run.json").read_text())["model"] == spec
+    # the episode names the server it went through, the processor and when it finished
+    assert row["server"] == {"engine": "transformers", "model": "smollm2", "threads": 1}, row.get("server")
+    assert row["cpu_model"] and row["finished"].endswith("Z")
 
 
 def test_a_server_that_exits_is_one_error_with_its_log(monkeypatch):

@@ -53,6 +53,24 @@ def test_records_memory_and_summary(tmp_path):
     assert env.resets[1] == ("easy-0", 1)  # seed differs per episode
 
 
+def test_each_record_says_where_and_when_it_was_made_and_an_agent_cannot_overwrite_it(tmp_path):
+    """A run folder is resumed across sessions and machines: every line names its processor, its finish time
+    and the provenance it was given (the server); an agent's extras of those names go under `extras`."""
+    from datetime import datetime
+
+    from muse_common.machine import cpu_model
+
+    env, agent = FakeEnv(n_tasks=1), MemoryAgent()
+    agent.episode_extras = lambda: {"server": "forged", "cpu_model": "forged", "finished": "never"}
+    _run(env, agent, tmp_path, env.task_ids(), episodes=2, provenance={"server": {"engine": "llama.cpp"}})
+    rows = list(read_jsonl(tmp_path / "episodes.jsonl"))
+    assert len(rows) == 2
+    for row in rows:
+        assert row["cpu_model"] == cpu_model() and row["server"] == {"engine": "llama.cpp"}
+        assert datetime.strptime(row["finished"], "%Y-%m-%dT%H:%M:%SZ").year >= 2026
+        assert row["extras"] == {"server": "forged", "cpu_model": "forged", "finished": "never"}
+
+
 def test_env_crash_and_agent_error_are_recorded_not_raised(tmp_path):
     env, agent = FakeEnv(n_tasks=1, kinds="crash+bad+easy"), MemoryAgent()
     summary = _run(env, agent, tmp_path, env.task_ids(), episodes=1)
