@@ -223,8 +223,14 @@ def last_window_sentence(ours: list[dict[str, Any]], lines: list[dict[str, Any]]
         return ""
     vals = [x for x in ours if int(x["env_steps"]) == last and x.get(key) is not None]
     d = 2 if key == "success_rate" else 1
-    text = (f"At {kilo(last)} agent steps its seed(s) {', '.join(str(x['seed']) for x in vals)} reach "
-            f"{', '.join(fmt(float(x[key]), d) for x in vals)}")
+    vals.sort(key=lambda x: (str(x.get("variant") or ""), int(x["seed"])))
+    if len({x.get("variant") for x in vals}) > 1:  # runs of several variants share this network: name each
+        text = f"At {kilo(last)} agent steps " + ", ".join(
+            f"seed {x['seed']} ({'`' + x['variant'] + '`' if x.get('variant') else 'no variant'}) reaches "
+            f"{fmt(float(x[key]), d)}" for x in vals)
+    else:
+        text = (f"At {kilo(last)} agent steps its seed(s) {', '.join(str(x['seed']) for x in vals)} reach "
+                f"{', '.join(fmt(float(x[key]), d) for x in vals)}")
     rand = next((x for x in lines if x.get("impl") == "random"), None)
     if rand is not None and key == "score":
         text += f"; the random policy's mean is {fmt(rand['score'])} and its best episode {fmt(rand.get('score_max'))}"

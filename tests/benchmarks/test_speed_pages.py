@@ -319,3 +319,17 @@ def test_the_adaptation_overlap_section_gives_each_settings_range_of_overlapped_
     assert "| quickstart | muse | `adapt.train_ratio=512` | 2 x 2 | 50.0 (50.0, 50.0, 50.0) |" in text
     assert "**0.95x**" in text and "**1.33x**" in text and "(Acme X1 (family 1 model 2; avx2))" in text
     assert adapt_overlap_section(tmp_path / "nothing") == []
+
+
+def test_an_unjudged_curve_names_the_variant_of_each_seed_it_quotes() -> None:
+    """Runs of two variants on one network share a sentence: each value is named by its seed and variant, never
+    a bare 'seed(s) 0, 1, 1, 0' that reads as duplicated seeds."""
+    from benchmarks.pages import last_window_sentence
+
+    lines = [{"impl": "muse_jax", "seed": s, "env_steps": 12000, "score": v, "variant": var}
+             for s, v, var in ((0, 11.1, "pipeline"), (1, 6.8, "pipeline"), (1, 10.7, "start"), (0, 14.0, "start"))]
+    text = last_window_sentence(lines, lines, "score")
+    assert text.startswith("At 12k agent steps seed 0 (`pipeline`) reaches 11.1, seed 1 (`pipeline`) reaches 6.8, "
+                           "seed 0 (`start`) reaches 14.0, seed 1 (`start`) reaches 10.7")
+    plain = [{**x, "variant": None} for x in lines[:2]]
+    assert last_window_sentence(plain, plain, "score") == "At 12k agent steps its seed(s) 0, 1 reach 11.1, 6.8."
