@@ -336,8 +336,10 @@ def execute(spec: RunSpec, out: str | Path, *, progress: bool = True, env: Any =
     if problem:
         raise UsageError(f"--out {problem}")
     random.seed(spec.seed)
+    server = None  # the local `muse-llm serve` the model goes through, recorded in every episode line
     if llm is None and agent is None:
         check_available(spec.model)
+        server = served_by(spec.model)
     own_env = env is None
     env = make_env(spec.env, spec.env_opt) if own_env else env
     try:
@@ -350,7 +352,6 @@ def execute(spec: RunSpec, out: str | Path, *, progress: bool = True, env: Any =
                 check_resume(run_file, spec.settings(task_ids))
             else:
                 atomic_write_json(run_file, {**spec.settings(task_ids), "argv": sys.argv[1:]})
-            server = served_by(spec.model) if llm is None and agent is None else None
             return run_eval(env, agent, env_name=spec.env, agent_name=spec.agent, task_ids=task_ids,
                             episodes=spec.episodes, max_steps=spec.max_steps, out_dir=out, seed=spec.seed,
                             progress=progress, provenance={"server": server} if server else None)

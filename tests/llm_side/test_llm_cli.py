@@ -88,6 +88,22 @@ def test_run_then_report(tmp_path, capsys):
     assert (out / "roc.png").exists()
 
 
+def test_a_run_through_a_recorded_local_server_names_it_in_every_episode(tmp_path, monkeypatch):
+    """`muse-llm run` asks `served_by` about its model before the agent is built, and every line of the run
+    carries the answer (the real server end to end: test_openai_backend's transformers-serve test)."""
+    from llm_side import serve
+
+    asked = []
+    served = {"engine": "llama.cpp", "model": "qwen1.5b", "threads": 2, "n_ctx": 12288}
+    monkeypatch.setattr(serve, "served_by", lambda model: asked.append(model) or served)
+    out = tmp_path / "run"
+    assert main(["run", "--env", ENV, "--agent", AGENT, "--episodes", "1", "--limit", "2", "--out", str(out),
+                 "--no-progress"]) == 0
+    rows = list(read_jsonl(out / "episodes.jsonl"))
+    assert asked == [json.loads((out / "run.json").read_text())["model"]]
+    assert len(rows) == 2 and all(r["server"] == served for r in rows)
+
+
 def test_run_explicit_tasks_and_config(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"env: '{ENV}'\nagent: '{AGENT}'\nepisodes: 1\nenv_opt: {{kinds: easy+bad}}\n")
