@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -1650,11 +1651,65 @@ def _seconds_per_step(eps: list[dict[str, Any]]) -> str:
     return f"{sum(x['time_s'] for x in timed) / sum(x['steps'] for x in timed):.1f}" if timed else "-"
 
 
-@page("experiments/alfworld-heldout.md", (f"{LLM_RUNS}/*/run.json", f"{LLM_RUNS}/*/episodes.jsonl"))
-def alfworld_heldout(docs: Path) -> str:
-    """What an LLM agent wins on the held-out ALFWorld games, one section per kept run folder."""
+ALG3_RUNS = "llm/alg3"
+"""`muse-llm alfworld-pipeline --out docs/llm/alg3/NAME` folders whose collection is kept as data (`collect/`)."""
+
+
+def _run_section(docs: Path, folder: Path, title: str, command: str | None = None, level: int = 2) -> list[str]:
+    """One kept run folder: what it won (interval, degenerate, how far), how it was made, wins per task type;
+    `command` replaces the `muse-llm run` line (an Algorithm 3 collection's pipeline command)."""
     from muse_common.metrics import wilson_interval
 
+    run = json.loads((folder / "run.json").read_text())
+    eps = read_lines(folder / "episodes.jsonl") if (folder / "episodes.jsonl").exists() else []
+    expected = len(run["tasks"]) * int(run["episodes"])
+    won = sum(bool(x.get("success")) for x in eps)
+    lo, hi = wilson_interval(won, len(eps))
+    shows = (f"{run['agent']} with {_served_name(run['model'])} won {won} of {len(eps)} episodes"
+             + (f" (95% interval {lo:.0%} to {hi:.0%})" if eps else "")
+             + ("" if len(eps) >= expected else f"; {len(eps)} of the {expected} episodes are played so far "
+                "(rerun the command to resume)") + ".")
+    if int(run["episodes"]) > 1 and eps:
+        games = len({x["task"] for x in eps})
+        per_trial = [f"trial {e + 1}: {sum(bool(x['success']) for x in eps if x['episode'] == e)} of "
+                     f"{sum(x['episode'] == e for x in eps)}" for e in range(int(run["episodes"]))]
+        shows += (f" Games with a win: {len({x['task'] for x in eps if x.get('success')})} of {games}; wins by "
+                  f"trial ({', '.join(per_trial)}).")
+    if eps and won in (0, len(eps)):
+        shows += (" Every episode has the same outcome, so this is a degenerate result: it bounds the success "
+                  "rate, it cannot rank agents or calibrate a self-awareness model.")
+    by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for x in eps:
+        by_type[x["task"].split("/")[-2].split("-")[0]].append(x)
+    if command is not None:
+        command = _serve_line(run["model"], eps) + command
+    if not eps:
+        shows = f"No episode of the {expected} is played yet (run the command)."
+    return [f"{'#' * level} {title}", "",
+            about(command=command or _run_command(folder, run, eps), machine=_made_on(eps),
+                  budget=f"{run['episodes']} episode(s) per game, at most {run['max_steps']} steps each",
+                  seeds=str(run["seed"]), shows=shows,
+                  data=f"`docs/{folder.relative_to(docs).as_posix()}/episodes.jsonl`"),
+            table(["task type", "episodes", "won", "mean steps", "wall s/step"],
+                  [[t, len(xs), sum(bool(x.get("success")) for x in xs),
+                    f"{statistics.fmean(x['steps'] for x in xs):.1f}", _seconds_per_step(xs)]
+                   for t, xs in sorted(by_type.items())]) if eps else ""]
+
+
+def _pipeline_command(run: dict[str, Any]) -> str | None:
+    """`muse-llm alfworld-pipeline ...` as the kept collection's run.json recorded it (None if it is not one)."""
+    argv = run.get("argv")
+    if not (isinstance(argv, list) and argv and argv[0] == "alfworld-pipeline"
+            and all(isinstance(a, str) for a in argv)):
+        return None
+    return "muse-llm " + " ".join(shlex.quote(a) for a in argv)
+
+
+@page("experiments/alfworld-heldout.md", (f"{LLM_RUNS}/*/run.json", f"{LLM_RUNS}/*/episodes.jsonl",
+                                          f"{ALG3_RUNS}/*/collect/run.json", f"{ALG3_RUNS}/*/collect/episodes.jsonl"))
+def alfworld_heldout(docs: Path) -> str:
+    """What an LLM agent wins on the held-out ALFWorld games, one section per kept run folder; then what an
+    Algorithm 3 collection won on the train games."""
     out = ["# ALFWorld held-out games: what the packaged models win", "",
            "Single agents on the 20 held-out games of the study (`configs/llm/alfworld-heldout-study.yaml`, "
            "eval_out_of_distribution), one `muse-llm run` folder each, kept under `docs/llm/alfworld_heldout/` so "
@@ -1666,31 +1721,22 @@ def alfworld_heldout(docs: Path) -> str:
            ""]
     folders = sorted(f for f in (docs / LLM_RUNS).glob("*") if (f / "run.json").exists())
     if not folders:
-        return "\n".join(out + ["No runs kept yet."])
+        out += ["No runs kept yet.", ""]
     for folder in folders:
         run = json.loads((folder / "run.json").read_text())
-        eps = read_lines(folder / "episodes.jsonl") if (folder / "episodes.jsonl").exists() else []
-        expected = len(run["tasks"]) * int(run["episodes"])
-        won = sum(bool(x.get("success")) for x in eps)
-        lo, hi = wilson_interval(won, len(eps))
-        shows = (f"{run['agent']} with {_served_name(run['model'])} won {won} of {len(eps)} episodes"
-                 + (f" (95% interval {lo:.0%} to {hi:.0%})" if eps else "")
-                 + ("" if len(eps) >= expected else f"; {len(eps)} of the {expected} episodes are played so far "
-                    "(rerun the command to resume)") + ".")
-        if eps and won in (0, len(eps)):
-            shows += (" Every episode has the same outcome, so this is a degenerate result: it bounds the success "
-                      "rate, it cannot rank agents or calibrate a self-awareness model.")
-        by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for x in eps:
-            by_type[x["task"].split("/")[-2].split("-")[0]].append(x)
-        out += [f"## {run['agent']}, {_served_name(run['model'])}", "",
-                about(command=_run_command(folder, run, eps), machine=_made_on(eps),
-                      budget=f"{run['episodes']} episode(s) per game, at most {run['max_steps']} steps each",
-                      seeds=str(run["seed"]), shows=shows, data=f"`docs/{LLM_RUNS}/{folder.name}/episodes.jsonl`"),
-                table(["task type", "episodes", "won", "mean steps", "wall s/step"],
-                      [[t, len(xs), sum(bool(x.get("success")) for x in xs),
-                        f"{statistics.fmean(x['steps'] for x in xs):.1f}", _seconds_per_step(xs)]
-                       for t, xs in sorted(by_type.items())])]
+        out += _run_section(docs, folder, f"{run['agent']}, {_served_name(run['model'])}")
+    collections = sorted(f / "collect" for f in (docs / ALG3_RUNS).glob("*") if (f / "collect" / "run.json").exists())
+    if collections:
+        out += ["", "## Algorithm 3's collection on the train games", "",
+                "Algorithm 3 trains the actor (SFT), M_sa and the reflection model (DPO) on what Reflexion wins and "
+                "loses on train games (eval_in_distribution); with no win there is nothing to fine-tune on, and the "
+                "pipeline can only seed ALFWorld's scripted expert ([the pipeline](../llm/alfworld_pipeline.md)). "
+                "Each section is a kept `alfworld-pipeline --stage collect` folder (`--expert-share 0`: the agent's "
+                "own episodes only); rerun its command to resume.", ""]
+    for folder in collections:
+        run = json.loads((folder / "run.json").read_text())
+        out += _run_section(docs, folder, f"Collection: {run['agent']}, {_served_name(run['model'])} "
+                                    f"({folder.parent.name})", _pipeline_command(run), level=3)
     return "\n".join(out)
 
 

@@ -69,6 +69,7 @@ class PipelineConfig:
     train_split: str = "eval_in_distribution"
     deploy_split: str = "eval_out_of_distribution"
     limit: int | None = None
+    train_games: int | None = None  # collect on N train games drawn across the six task types (`games_across_types`)
     collect_episodes: int = 5
     adapt_episodes: int = 5
     test_episodes: int = 5
@@ -91,18 +92,22 @@ class PipelineConfig:
     agent_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     progress: bool = True
 
-    def spec(self, agent: str, split: str, episodes: int, **extra: Any) -> RunSpec:
-        """The checked RunSpec of one stage's run: `agent` on ALFWorld's `split` with this config's model,
-        limit, step limit, seed and env options, and the `--agent-opt` keys the agent declares, plus `extra`."""
+    def spec(self, agent: str, split: str, episodes: int, tasks: list[str] | None = None, **extra: Any) -> RunSpec:
+        """The checked RunSpec of one stage's run: `agent` on ALFWorld's `split` (or on `tasks` of it) with this
+        config's model, limit, step limit, seed and env options, and the `--agent-opt` keys the agent declares,
+        plus `extra`."""
         declared = fields_of(registry.agent_options(agent))
         opts = {k: v for k, v in self.agent_options.items() if k in declared}
         return build_spec({"env": "alfworld", "agent": agent, "model": self.model, "split": split,
-                           "limit": self.limit, "episodes": episodes, "max_steps": self.max_steps, "seed": self.seed,
-                           "env_opt": self.env_options, "agent_opt": {**opts, **extra}})
+                           "tasks": tasks, "limit": None if tasks else self.limit, "episodes": episodes,
+                           "max_steps": self.max_steps, "seed": self.seed, "env_opt": self.env_options,
+                           "agent_opt": {**opts, **extra}})
 
     def check(self, stage: str) -> None:
         """Refuse bad options and settings before any stage starts: against Reflexion's options when
         only collect runs, else MUSE's (every key some stage reads)."""
+        if self.train_games is not None and self.train_games < 1:
+            raise UsageError(f"--train-games must be >= 1, got {self.train_games}")
         agent = "reflexion" if stage == "collect" else "muse"
         build_spec({"env": "alfworld", "agent": agent, "model": self.model, "limit": self.limit,
                     "max_steps": self.max_steps, "seed": self.seed, "env_opt": self.env_options,
@@ -159,12 +164,37 @@ def expert_games(task_ids: list[str], share: float, seed: int) -> list[str]:
     return [t for t in task_ids if t in chosen]
 
 
+def games_across_types(task_ids: list[str], n: int, seed: int) -> list[str]:
+    """`n` of `task_ids` spread over ALFWorld's six task types: round-robin over the types (ReAct's order), each
+    type's games drawn with random.Random(seed), returned in the split's order (the rule that drew the study's
+    held-out games). Why not the first `n`: a split is sorted by game folder, so its first 10 games are all of
+    one type (eval_in_distribution: 10 look_at_obj_in_light), and a collection on them trains the actor, M_sa
+    and DPO on that type alone."""
+    from llm_side.envs.alfworld_data import REACT_PREFIXES, react_family
+
+    by_type: dict[str, list[str]] = {family: [] for family in REACT_PREFIXES.values()}
+    for t in task_ids:
+        by_type[react_family(t)].append(t)
+    rng = random.Random(seed)
+    queues = [rng.sample(games, len(games)) for games in by_type.values()]
+    chosen: list[str] = []
+    while len(chosen) < min(n, len(task_ids)):
+        for queue in queues:
+            if queue and len(chosen) < n:
+                chosen.append(queue.pop(0))
+    keep = set(chosen)
+    return [t for t in task_ids if t in keep]
+
+
 def stage_collect(cfg: PipelineConfig, llm: Any | None = None) -> dict[str, Any]:
-    """Reflexion on the in-distribution tasks, `collect_episodes` each (Algorithm 3, PretrainModels);
-    then, when no Reflexion episode won, the expert seed (`collect_expert`)."""
-    spec = cfg.spec("reflexion", cfg.train_split, cfg.collect_episodes)
+    """Reflexion on the in-distribution tasks (all, the first `limit`, or `train_games` drawn across the task
+    types), `collect_episodes` each (Algorithm 3, PretrainModels); then, when no Reflexion episode won, the
+    expert seed (`collect_expert`)."""
     env = _env(cfg)
     try:
+        tasks = (games_across_types(list(env.task_ids(cfg.train_split)), cfg.train_games, cfg.seed)
+                 if cfg.train_games else None)
+        spec = cfg.spec("reflexion", cfg.train_split, cfg.collect_episodes, tasks=tasks)
         summary = execute(spec, cfg.out / "collect", env=env, llm=llm, progress=cfg.progress)
         task_ids = select_tasks(env, spec.split, spec.tasks, spec.limit)
     finally:
@@ -375,7 +405,11 @@ def build_parser() -> Any:
     p.add_argument("--out", required=True, type=path_arg)
     p.add_argument("--model", default=None, help="model spec (default: env MUSE_LLM_MODEL, else the backends' default)")
     p.add_argument("--base", default=None, help="transformers folder to fine-tune (default: the model's cache)")
-    p.add_argument("--limit", type=int, default=None, help="first N tasks of each split (smoke runs)")
+    p.add_argument("--limit", type=int, default=None,
+                   help="first N tasks of each split (smoke runs; on ALFWorld the first games are all of one type)")
+    p.add_argument("--train-games", type=int, default=None,
+                   help="collect on N train games drawn across the six task types (round-robin, --seed), instead "
+                        "of the split's first --limit")
     p.add_argument("--collect-episodes", type=int, default=5)
     p.add_argument("--adapt-episodes", type=int, default=5)
     p.add_argument("--test-episodes", type=int, default=5)
@@ -408,6 +442,7 @@ def build_parser() -> Any:
 def config_of(a: Any) -> PipelineConfig:
     """The PipelineConfig of the command line, its options checked for the stage(s) asked for."""
     cfg = PipelineConfig(out=a.out, model=a.model or default_model(), base=a.base, limit=a.limit,
+                         train_games=a.train_games,
                          collect_episodes=a.collect_episodes, adapt_episodes=a.adapt_episodes,
                          test_episodes=a.test_episodes, max_steps=a.max_steps, sft_steps=a.sft_steps,
                          sft_lr=a.sft_lr, lora_rank=a.lora_rank, sft_rows_per_game=a.sft_rows_per_game,

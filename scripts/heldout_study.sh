@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The held-out MUSE-LLM study as ONE resumable command (docs/llm/alfworld_pipeline.md):
-#   1. Algorithm 3 pre-deployment training into $PIPE: Reflexion collects on the first $TRAIN_GAMES train games
+#   1. Algorithm 3 pre-deployment training into $PIPE: Reflexion collects on $TRAIN_GAMES train games drawn across the six task types
 #      (expert seed when it wins nothing), then M_sa, the SFT actor, the DPO'd reflection model (skipped without pairs);
 #   2. `muse-llm compare` of ReAct, Reflexion and the trained MUSE on the 20 held-out games fixed in
 #      configs/llm/alfworld-heldout-study.yaml (5 adaptation + 5 test episodes each, same base model and seeds),
@@ -19,7 +19,7 @@ export PYTHONUNBUFFERED=1  # progress lines as they happen, also into a log file
 for stage in collect train-sa sft dpo; do
   echo "[study] alfworld-pipeline --stage $stage --out $PIPE ($(date -u +%H:%M:%S))" >&2
   # shellcheck disable=SC2086
-  "$PY" -m llm_side.cli alfworld-pipeline --stage "$stage" --out "$PIPE" --model "$MODEL" --limit "$TRAIN_GAMES" \
+  "$PY" -m llm_side.cli alfworld-pipeline --stage "$stage" --out "$PIPE" --model "$MODEL" --train-games "$TRAIN_GAMES" \
     --collect-episodes 1 --expert-share 0.5 ${PIPELINE_ARGS:-}
 done
 mkdir -p "$(dirname "$OUT")"

@@ -62,3 +62,29 @@ def test_one_outcome_class_is_called_degenerate_and_a_partial_run_says_how_far_i
 
 def test_no_kept_runs_is_a_page_that_says_so(tmp_path: Path) -> None:
     assert "No runs kept yet." in alfworld_heldout(tmp_path)
+
+
+def test_an_algorithm_3_collection_shows_its_wins_by_trial_and_its_pipeline_command(tmp_path: Path) -> None:
+    """A kept `alfworld-pipeline --stage collect` folder: what Reflexion won (a game won only in its second
+    trial is a DPO pair), with the pipeline command its run.json recorded, under its own heading."""
+    from benchmarks.pages import ALG3_RUNS
+
+    collect = tmp_path / ALG3_RUNS / "qwen1.5b" / "collect"
+    collect.mkdir(parents=True)
+    argv = ["alfworld-pipeline", "--stage", "collect", "--out", "docs/llm/alg3/qwen1.5b", "--model",
+            "openai:http://127.0.0.1:8093/v1:qwen1.5b", "--train-games", "2", "--collect-episodes", "2"]
+    (collect / "run.json").write_text(json.dumps({
+        "env": "alfworld", "agent": "reflexion", "model": argv[6], "seed": 0, "episodes": 2, "max_steps": 50,
+        "tasks": GAMES[1:], "argv": argv}))
+    eps = [(GAMES[1], 0, False), (GAMES[1], 1, True), (GAMES[2], 0, False)]
+    (collect / "episodes.jsonl").write_text("".join(json.dumps(
+        {"task": t, "episode": e, "success": won, "steps": 9 if won else 50, "time_s": 30.0, "server": SERVER,
+         "cpu_model": CPU, "finished": "2026-11-29T18:40:00Z"}) + "\n" for t, e, won in eps))
+    page = alfworld_heldout(tmp_path)
+    assert "No runs kept yet." in page and "## Algorithm 3's collection on the train games" in page
+    assert "### Collection: reflexion, qwen1.5b through a local server (qwen1.5b)" in page
+    assert "won 1 of 3 episodes (95% interval 6% to 79%); 3 of the 4 episodes are played so far" in page
+    assert "Games with a win: 1 of 2; wins by trial (trial 1: 0 of 2, trial 2: 1 of 1)." in page
+    assert ("muse-llm serve --model qwen1.5b --engine llama.cpp --threads 2 --port 8093 &\n"
+            "muse-llm alfworld-pipeline --stage collect --out docs/llm/alg3/qwen1.5b") in page
+    assert "Data: `docs/llm/alg3/qwen1.5b/collect/episodes.jsonl`" in page

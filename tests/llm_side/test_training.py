@@ -267,3 +267,34 @@ def test_expert_games_share_and_pipeline_flags_are_checked(capsys):
         assert pipe.main(["--stage", "sft", "--out", "x", flag, value]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and flag in err[0], err
+
+
+def test_train_games_are_drawn_across_the_task_types_not_the_first_of_the_split(monkeypatch, capsys):
+    """A split is sorted by game folder, so `--limit 10` collects on ten look_at games; `--train-games 10`
+    draws round-robin over the six types with the seed, in the split's order, and the collection runs on them."""
+    from llm_side.envs.alfworld_data import REACT_PREFIXES, react_family
+
+    ids = [f"valid_seen/{prefix}-X-{i}/trial_T{i}" for prefix in sorted(REACT_PREFIXES) for i in range(5)]
+    picked = pipe.games_across_types(ids, 10, seed=0)
+    types = [react_family(t) for t in picked]
+    assert len(picked) == 10 and len(set(types)) == 6 and max(types.count(t) for t in set(types)) == 2
+    assert picked == [t for t in ids if t in picked] == pipe.games_across_types(ids, 10, seed=0)
+    assert pipe.games_across_types(ids, 10, seed=1) != picked and pipe.games_across_types(ids, 99, 0) == ids
+
+    class Split:
+        def task_ids(self, split=None):
+            return ids
+
+        def close(self):
+            pass
+
+    ran = []
+    monkeypatch.setattr(pipe, "_env", lambda cfg, expert=False: Split())
+    monkeypatch.setattr(pipe, "execute", lambda spec, out, **kw: ran.append(spec) or {"episodes": 0})
+    monkeypatch.setattr(pipe, "collect_expert", lambda cfg, task_ids: None)
+    pipe.stage_collect(pipe.PipelineConfig(out=Path("unused"), model="smollm2", train_games=6, limit=2))
+    (spec,) = ran
+    assert sorted(react_family(t) for t in spec.tasks) == sorted(set(REACT_PREFIXES.values()))
+    assert spec.limit is None  # --limit still bounds the deploy split, not a drawn collection
+    assert pipe.main(["--stage", "collect", "--out", "x", "--train-games", "0"]) == 2
+    assert "--train-games must be >= 1" in capsys.readouterr().err
