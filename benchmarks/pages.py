@@ -1655,12 +1655,12 @@ ALG3_RUNS = "llm/alg3"
 """`muse-llm alfworld-pipeline --out docs/llm/alg3/NAME` folders whose collection is kept as data (`collect/`)."""
 
 
-def _run_section(docs: Path, folder: Path, title: str, command: str | None = None, level: int = 2) -> list[str]:
-    """One kept run folder: what it won (interval, degenerate, how far), how it was made, wins per task type;
-    `command` replaces the `muse-llm run` line (an Algorithm 3 collection's pipeline command)."""
+def _run_section(docs: Path, folder: Path, run: dict[str, Any], title: str, command: str | None = None,
+                 level: int = 2) -> list[str]:
+    """One kept run folder (`run`, its run.json): what it won (interval, degenerate, how far), how it was made,
+    wins per task type; `command` replaces the `muse-llm run` line (an Algorithm 3 collection's pipeline command)."""
     from muse_common.metrics import wilson_interval
 
-    run = json.loads((folder / "run.json").read_text())
     eps = read_lines(folder / "episodes.jsonl") if (folder / "episodes.jsonl").exists() else []
     expected = len(run["tasks"]) * int(run["episodes"])
     won = sum(bool(x.get("success")) for x in eps)
@@ -1724,18 +1724,19 @@ def alfworld_heldout(docs: Path) -> str:
         out += ["No runs kept yet.", ""]
     for folder in folders:
         run = json.loads((folder / "run.json").read_text())
-        out += _run_section(docs, folder, f"{run['agent']}, {_served_name(run['model'])}")
+        out += _run_section(docs, folder, run, f"{run['agent']}, {_served_name(run['model'])}")
     collections = sorted(f / "collect" for f in (docs / ALG3_RUNS).glob("*") if (f / "collect" / "run.json").exists())
     if collections:
         out += ["", "## Algorithm 3's collection on the train games", "",
                 "Algorithm 3 trains the actor (SFT), M_sa and the reflection model (DPO) on what Reflexion wins and "
                 "loses on train games (eval_in_distribution); with no win there is nothing to fine-tune on, and the "
                 "pipeline can only seed ALFWorld's scripted expert ([the pipeline](../llm/alfworld_pipeline.md)). "
-                "Each section is a kept `alfworld-pipeline --stage collect` folder (`--expert-share 0`: the agent's "
-                "own episodes only); rerun its command to resume.", ""]
+                "Each section is a kept `alfworld-pipeline --stage collect` folder and counts the agent's own episodes "
+                "only (an expert seed, where a run had one, is in its `collect_expert/`, not here); rerun its "
+                "command to resume.", ""]
     for folder in collections:
         run = json.loads((folder / "run.json").read_text())
-        out += _run_section(docs, folder, f"Collection: {run['agent']}, {_served_name(run['model'])} "
+        out += _run_section(docs, folder, run, f"Collection: {run['agent']}, {_served_name(run['model'])} "
                                     f"({folder.parent.name})", _pipeline_command(run), level=3)
     return "\n".join(out)
 

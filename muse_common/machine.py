@@ -6,7 +6,6 @@ kind, so records carry `cpu_model` (benchmarks/report.py's speed records, `muse-
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,14 +34,6 @@ def cpu_model() -> str:
     isa = [x for x, flag in (("amx", "amx_bf16"), ("avx512", "avx512f"), ("avx2", "avx2")) if flag in flags]
     family, model = fields.get("cpu family", "?"), fields.get("model", "?")
     return f"{name} (family {family} model {model}; {', '.join(isa) or 'sse'})"
-
-
-def cores() -> int:
-    """The CPU cores this process may use (its affinity where the OS says; else all)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def utc_now() -> str:
