@@ -1597,10 +1597,12 @@ HELDOUT_STUDY = REPO / "configs" / "llm" / "alfworld-heldout-study.yaml"
 def _serve_line(model: str, eps: list[dict[str, Any]]) -> str:
     """The `muse-llm serve` line of a run through a local server, from the `server` its episodes recorded (the
     latest); a run whose episodes record none gets the line without engine and threads, and says so."""
-    m = re.match(r"openai:http://(?:127\.0\.0\.1|localhost):(\d+)/v1:([\w.\-]+)$", model)
-    if not m:
+    from llm_side.serve import local_endpoint
+
+    endpoint = local_endpoint(model)
+    if endpoint is None or not re.fullmatch(r"[\w.\-]+", endpoint[2]):  # an alias a shell line can hold
         return ""
-    port, alias = m.groups()
+    _, port, alias = endpoint
     served = next((x["server"] for x in reversed(eps) if isinstance(x.get("server"), dict)), None)
     if not served:
         return f"muse-llm serve --model {alias} --port {port} &  # engine and threads: not recorded in the run folder\n"

@@ -214,11 +214,9 @@ def record_serving(host: str, port: int, served: dict[str, Any]) -> None:
         print(f"muse-llm serve: note: runs through this server will not record it ({exc})", file=sys.stderr)
 
 
-def served_by(model: str) -> dict[str, Any] | None:
-    """How the local server behind `openai:http://HOST:PORT/v1:NAME` was started (`SERVED_BY_KEYS`), as its
-    `muse-llm serve` recorded it; None for any other model, another server, or a record that is stale (its
-    process gone), names another model or is malformed (the file is read, never trusted)."""
-    import json
+def local_endpoint(model: str) -> tuple[str, int, str] | None:
+    """(host, port, alias) of a model spec `openai:http://HOST:PORT/v1:ALIAS` whose HOST is this machine
+    (`LOCAL_HOSTS`); None for any other spec, a remote host or a URL that does not parse."""
     import urllib.parse
 
     if not model.startswith("openai:"):
@@ -229,8 +227,21 @@ def served_by(model: str) -> dict[str, Any] | None:
         host, port = parts.hostname, parts.port
     except ValueError:
         return None
-    if host not in LOCAL_HOSTS or port is None:
+    if host not in LOCAL_HOSTS or port is None or not alias:
         return None
+    return host, port, alias
+
+
+def served_by(model: str) -> dict[str, Any] | None:
+    """How the local server behind `openai:http://HOST:PORT/v1:NAME` was started (`SERVED_BY_KEYS`), as its
+    `muse-llm serve` recorded it; None for any other model, another server, or a record that is stale (its
+    process gone), names another model or is malformed (the file is read, never trusted)."""
+    import json
+
+    endpoint = local_endpoint(model)
+    if endpoint is None:
+        return None
+    host, port, alias = endpoint
     for name in dict.fromkeys((host, *LOCAL_HOSTS)):  # the server may listen on another local name
         try:
             data = json.loads(serving_file(name, port).read_text())

@@ -402,6 +402,17 @@ def test_serve_leaves_what_it_serves_for_the_runs_through_it_and_a_run_trusts_on
     capsys.readouterr()
 
 
+def test_local_endpoint_names_this_machines_servers_only():
+    """One parse of `openai:http://HOST:PORT/v1:ALIAS` serves `served_by` and the pages' serve line."""
+    from llm_side.serve import local_endpoint
+
+    assert local_endpoint("openai:http://127.0.0.1:8093/v1:qwen1.5b") == ("127.0.0.1", 8093, "qwen1.5b")
+    assert local_endpoint("openai:http://localhost:80/v1:a:b") == ("localhost", 80, "b")
+    for other in ("qwen1.5b", "openai:http://10.0.0.9:8093/v1:x", "openai:http://127.0.0.1/v1:x",
+                  "openai:http://127.0.0.1:99999/v1:x", "openai:http://127.0.0.1:8093/v1:", "openai:"):
+        assert local_endpoint(other) is None, other
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["serve", "--model", "gguf:/no/such.gguf"], "GGUF file /no/such.gguf not found"),
     (["serve", "--model", "nosuch"], "takes a packaged model (gemma270m, qwen0.5b, qwen1.5b, smollm2), gguf:FILE or"),
