@@ -71,14 +71,16 @@ def sft_examples(records: Iterable[dict[str, Any]], env: Any = None, *, context_
     completion)` (e.g. "within the model's window"): a row that does not fit is rebuilt with a smaller
     transcript budget, so the transcript's oldest steps go first and the completion is always kept.
     `per_episode`: keep at most that many rows of an episode, evenly spaced over its steps (SFT sized for a
-    CPU); `grouped`: one list of rows per episode instead of one flat list."""
+    CPU); `grouped`: one list of rows per game (its episodes' rows, in record order) instead of one flat
+    list, so that `hold_out` holds out games: two wins of one game are near copies of each other (Reflexion
+    replays a won game), and holding one out as another "game" would test the other's rows."""
     from llm_side.agents.reflexion import ReflexionAgent
     from llm_side.harness.contracts import Observation
     from llm_side.harness.records import memory_before
 
     records = list(records)
     actor = ReflexionAgent(None, context_tokens=context_tokens)  # prompt building only: never calls an LLM
-    groups: list[list[dict[str, str]]] = []
+    groups: dict[str, list[dict[str, str]]] = {}
     for r in records:
         if not r.get("success") or not r.get("actions"):
             continue
@@ -100,8 +102,8 @@ def sft_examples(records: Iterable[dict[str, Any]], env: Any = None, *, context_
             rows.append({"prompt": prompt, "completion": completion})
             actor._last_action = action
             observation = next_obs
-        groups.append(spaced(rows, per_episode))
-    return groups if grouped else [row for g in groups for row in g]
+        groups.setdefault(task, []).extend(spaced(rows, per_episode))
+    return list(groups.values()) if grouped else [row for g in groups.values() for row in g]
 
 
 def hold_out(games: Sequence[Sequence[dict[str, str]]], n: int

@@ -150,6 +150,17 @@ def test_sft_rows_per_game_and_hold_out():
     assert sft.hold_out([[1, 2]], 0) == ([1, 2], [], "none")
 
 
+def test_two_wins_of_one_game_are_one_game_for_hold_out():
+    """Reflexion replays a won game almost step for step: its two wins must not pass for two games, or the
+    held-out "game" would be a copy of a trained one."""
+    recs = [_rec("a", 0, True, "x"), _rec("a", 1, True, "y")]
+    games = sft.sft_examples(recs, grouped=True)
+    assert len(games) == 1 and len(games[0]) == 4
+    assert sft.hold_out(games, 4)[2] == "rows of a trained game"
+    two = sft.sft_examples([*recs, _rec("b", 0, True, "z")], grouped=True)
+    assert [len(g) for g in two] == [4, 2] and sft.hold_out(two, 2)[2] == "games"
+
+
 @pytest.mark.slow
 def test_sft_adds_no_eos_and_the_tuned_actor_rolls_out_several_steps(tiny_llama, tmp_path):
     """The fine-tuned actor is MUSE's world model: its look-ahead rollouts must go on past one action.
