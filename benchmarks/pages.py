@@ -1698,6 +1698,81 @@ def _run_section(docs: Path, folder: Path, run: dict[str, Any], title: str, comm
                    for t, xs in sorted(by_type.items())]) if eps else ""]
 
 
+def _metrics_file(path: Path) -> dict[str, Any]:
+    """A kept metrics file as a dict ({} when absent or not a JSON object)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _num(x: Any, spec: str = ".2f") -> str:
+    return format(x, spec) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else "n/a"
+
+
+def _auroc_text(m: dict[str, Any]) -> str:
+    ci = m.get("auroc_ci95") if isinstance(m.get("auroc_ci95"), list) else [None, None]
+    return f"{_num(m.get('auroc'))} (95% interval {_num(ci[0])} to {_num(ci[-1])})"
+
+
+def _trained_parts(pipe: Path) -> list[str]:
+    """What Algorithm 3's later stages made of a kept collection, from their kept metrics files: M_sa on games
+    it did not see against the no-training loop control, SFT's measured effect on held-out rows, DPO."""
+    msa = _metrics_file(pipe / "msa" / "train_metrics.json")
+    sft = _metrics_file(pipe / "actor_sft" / "metrics.json")
+    dpo = _metrics_file(pipe / "reflection_dpo" / "metrics.json")
+    if not (msa or sft or dpo):
+        return []
+    lines = ["", "**What Algorithm 3 trained on it** (its later stages; the models are rebuilt by rerunning them, "
+             "their metrics are kept beside the collection):", ""]
+    unseen = msa.get("unseen_games") if isinstance(msa.get("unseen_games"), dict) else {}
+    if msa:
+        text = (f"- **M_sa** (`--stage train-sa`): {msa.get('examples')} chunks, {_num(msa.get('positive'), '.0f')} "
+                f"from won episodes; AUROC on its own training chunks "
+                f"{_num((msa.get('train') or {}).get('auroc'))}.")
+        measured = unseen and _num((unseen.get("msa") or {}).get("auroc")) != "n/a"
+        if unseen and not measured:
+            text += (" On games it did not see: not measured (no game left out had training games with both "
+                     "outcomes, or no left-out game had both).")
+        if measured:
+            m, c = unseen.get("msa") or {}, unseen.get("control") or {}
+            ci = m.get("auroc_ci95") if isinstance(m.get("auroc_ci95"), list) else [None, None]
+            chance = all(isinstance(x, int | float) for x in ci) and ci[0] <= 0.5 <= ci[-1]
+            better = isinstance(m.get("auroc"), float) and isinstance(c.get("auroc"), float) \
+                and m["auroc"] > c["auroc"]
+            text += (f" On games it did not see (leave one game out: {unseen.get('folds')} folds, "
+                     f"{unseen.get('games_won')} games with a win, {unseen.get('chunks')} chunks pooled, the interval "
+                     f"from resampling games): **{_auroc_text(m)}**, against {_auroc_text(c)} for the no-training "
+                     f"control ({c.get('what', 'a score with no training')})."
+                     + (" Its interval includes chance (0.5)." if chance else "")
+                     + (" M_sa scores above the control." if better else
+                        " The control scores above M_sa: on games it did not see, M_sa tells won from lost "
+                        "chunks less well than counting the steps that did nothing."))
+        lines.append(text)
+    effect = sft.get("effect") if isinstance(sft.get("effect"), dict) else {}
+    if sft:
+        text = (f"- **SFT of the actor** (`--stage sft`): LoRA rank {sft.get('lora_rank')}, base weights in "
+                f"{sft.get('dtype', 'float32')}, {sft.get('steps')} steps of batch 2 (lr {sft.get('lr')}) on "
+                f"{sft.get('rows_trained')} rows (longest {sft.get('max_length')} tokens) in "
+                f"{_num(sft.get('train_s'), '.0f')} s; loss {_num((sft.get('losses') or [None])[0], '.3f')} at the "
+                f"first step, {_num((sft.get('losses') or [None])[-1], '.3f')} at the last.")
+        if effect.get("heldout_rows"):
+            text += (f" On {effect['heldout_rows']} held-out rows ({sft.get('heldout_from', 'held out')}): "
+                     f"completion NLL {_num(effect.get('nll_base'), '.3f')} nats/token for the base, "
+                     f"{_num(effect.get('nll_trained'), '.3f')} trained; {effect.get('greedy_changed')} of "
+                     f"{effect['heldout_rows']} greedy actions changed; the recorded action matched "
+                     f"{effect.get('greedy_match_base')} times by the base, {effect.get('greedy_match_trained')} "
+                     f"trained.")
+        lines.append(text)
+    if dpo:
+        lines.append(f"- **DPO of the reflection model** (`--stage dpo`): skipped: {dpo['skipped']}."
+                     if dpo.get("skipped") else
+                     f"- **DPO of the reflection model** (`--stage dpo`): {dpo.get('pairs_trained')} pair(s), "
+                     f"{dpo.get('steps')} steps, final loss {_num(dpo.get('final_loss'), '.3f')}.")
+    return lines
+
+
 def _pipeline_command(run: dict[str, Any]) -> str | None:
     """`muse-llm alfworld-pipeline ...` as the kept collection's run.json recorded it (None if it is not one)."""
     argv = run.get("argv")
@@ -1708,7 +1783,10 @@ def _pipeline_command(run: dict[str, Any]) -> str | None:
 
 
 @page("experiments/alfworld-heldout.md", (f"{LLM_RUNS}/*/run.json", f"{LLM_RUNS}/*/episodes.jsonl",
-                                          f"{ALG3_RUNS}/*/collect/run.json", f"{ALG3_RUNS}/*/collect/episodes.jsonl"))
+                                          f"{ALG3_RUNS}/*/collect/run.json", f"{ALG3_RUNS}/*/collect/episodes.jsonl",
+                                          f"{ALG3_RUNS}/*/msa/train_metrics.json",
+                                          f"{ALG3_RUNS}/*/actor_sft/metrics.json",
+                                          f"{ALG3_RUNS}/*/reflection_dpo/metrics.json"))
 def alfworld_heldout(docs: Path) -> str:
     """What an LLM agent wins on the held-out ALFWorld games, one section per kept run folder; then what an
     Algorithm 3 collection won on the train games."""
@@ -1740,6 +1818,7 @@ def alfworld_heldout(docs: Path) -> str:
         run = json.loads((folder / "run.json").read_text())
         out += _run_section(docs, folder, run, f"Collection: {run['agent']}, {_served_name(run['model'])} "
                                     f"({folder.parent.name})", _pipeline_command(run), level=3)
+        out += _trained_parts(folder.parent)
     return "\n".join(out)
 
 

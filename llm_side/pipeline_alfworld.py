@@ -82,6 +82,7 @@ class PipelineConfig:
     sft_row_tokens: int = 2048  # longest SFT row (a 2-shot head is 1110-1566 Qwen tokens); longer ones lose old steps
     sft_lr: float = 1e-3
     lora_rank: int = 8
+    train_dtype: str = "float32"  # the base's weights in SFT and DPO (`sft.TRAIN_DTYPES`)
     sft_heldout: int = 4  # rows held out to measure the trained actor against the base
     use_sft: bool = True
     use_dpo: bool = True
@@ -247,14 +248,17 @@ def finished_stage(metrics: Path, stage: str) -> dict[str, Any] | None:
 
 def stage_train_sa(cfg: PipelineConfig, embedder: Any | None = None) -> dict[str, Any]:
     from llm_side.backends import load_embedder
-    from llm_side.training.self_awareness import METRICS_FILE, train_msa
+    from llm_side.training.self_awareness import METRICS_FILE, leave_one_game_out, train_msa
 
     done = finished_stage(cfg.out / "msa" / METRICS_FILE, "train-sa")
     if done is not None:
         return done
     own, expert = training_records(cfg)
-    return train_msa(own + expert, embedder or load_embedder(cfg.agent_options.get("embedder")), cfg.out / "msa",
-                     epochs=cfg.sa_epochs, seed=cfg.seed)
+    embedder = embedder or load_embedder(cfg.agent_options.get("embedder"))
+    # on the agent's own episodes only: the expert plays other games, which would make "won" a game label
+    transfer = leave_one_game_out(own, embedder, epochs=cfg.sa_epochs, seed=cfg.seed)
+    return train_msa(own + expert, embedder, cfg.out / "msa", epochs=cfg.sa_epochs, seed=cfg.seed,
+                     extra={"unseen_games": transfer})
 
 
 def base_folder(cfg: PipelineConfig) -> str:
@@ -290,7 +294,7 @@ def stage_sft(cfg: PipelineConfig) -> dict[str, Any]:
         env.close()
     train, heldout, how = sft.hold_out([g for part in games for g in part], cfg.sft_heldout)
     metrics = sft.run_sft(base, train, out, max_steps=cfg.sft_steps, lr=cfg.sft_lr, lora_r=cfg.lora_rank,
-                          seed=cfg.seed, heldout=heldout, base_model=cfg.model,
+                          seed=cfg.seed, heldout=heldout, base_model=cfg.model, dtype=cfg.train_dtype,
                           extra={"rows_expert": sum(len(g) for g in games[1]), "heldout_from": how,
                                  "rows_per_game": cfg.sft_rows_per_game, "row_tokens": cfg.sft_row_tokens})
     return metrics
@@ -326,7 +330,7 @@ def stage_dpo(cfg: PipelineConfig) -> dict[str, Any]:
         atomic_write_json(out / sft.METRICS_FILE, metrics)
         return metrics
     return dpo.run_dpo(base_folder(cfg), pairs, out, max_steps=cfg.dpo_steps, lora_r=cfg.lora_rank, seed=cfg.seed,
-                       base_model=cfg.model)
+                       base_model=cfg.model, dtype=cfg.train_dtype)
 
 
 def stage_deploy(cfg: PipelineConfig, *, adapt: bool, llm: Any | None = None,
@@ -417,6 +421,9 @@ def build_parser() -> Any:
     p.add_argument("--sft-steps", type=int, default=60, help="SFT optimizer steps (batch 2)")
     p.add_argument("--sft-lr", type=float, default=1e-3, help="SFT learning rate (LoRA)")
     p.add_argument("--lora-rank", type=int, default=8, help="LoRA rank of SFT and DPO")
+    p.add_argument("--train-dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="the base model's weights in SFT and DPO (LoRA weights train in float32); bfloat16 is "
+                        "~4x faster on a CPU with AMX and halves the memory")
     p.add_argument("--sft-rows-per-game", type=int, default=8,
                    help="SFT rows kept per successful episode, evenly spaced over its steps")
     p.add_argument("--sft-row-tokens", type=int, default=2048,
@@ -445,7 +452,8 @@ def config_of(a: Any) -> PipelineConfig:
                          train_games=a.train_games,
                          collect_episodes=a.collect_episodes, adapt_episodes=a.adapt_episodes,
                          test_episodes=a.test_episodes, max_steps=a.max_steps, sft_steps=a.sft_steps,
-                         sft_lr=a.sft_lr, lora_rank=a.lora_rank, sft_rows_per_game=a.sft_rows_per_game,
+                         sft_lr=a.sft_lr, lora_rank=a.lora_rank, train_dtype=a.train_dtype,
+                         sft_rows_per_game=a.sft_rows_per_game,
                          sft_row_tokens=a.sft_row_tokens, sft_heldout=a.sft_heldout, expert_share=a.expert_share,
                          dpo_steps=a.dpo_steps, sa_epochs=a.sa_epochs, seed=a.seed, dpo_unhelpful=a.dpo_unhelpful,
                          dpo_cross_task=a.dpo_cross_task, env_options=parse_options(a.env_opt, "--env-opt"),

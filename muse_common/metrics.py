@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sklearn import metrics as skm
@@ -62,6 +63,28 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     if y.size == 0 or y.min() == y.max():
         return float("nan")
     return float(skm.roc_auc_score(y, np.asarray(scores, dtype=float)))
+
+
+def auroc_interval_by_group(scores: Sequence[float], labels: Sequence[bool], groups: Sequence[Any], *,
+                            draws: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """A `level` percentile interval of the AUROC from resampling whole groups with replacement (a cluster
+    bootstrap): chunks of one game or episode are not independent, so resampling chunks would be too narrow.
+    Draws with one class only are skipped; (nan, nan) when fewer than two groups or no draw has both."""
+    s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=int)
+    keys = list(dict.fromkeys(groups))
+    if len(keys) < 2:
+        return float("nan"), float("nan")
+    index = {k: np.flatnonzero(np.asarray([g == k for g in groups])) for k in keys}
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(draws):
+        rows = np.concatenate([index[keys[i]] for i in rng.integers(0, len(keys), len(keys))])
+        if y[rows].min() != y[rows].max():
+            values.append(skm.roc_auc_score(y[rows], s[rows]))
+    if not values:
+        return float("nan"), float("nan")
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail))
 
 
 def accuracy(scores: Sequence[float], labels: Sequence[bool], threshold: float) -> float:

@@ -119,10 +119,10 @@ def fit_pairs(pairs: list[dict[str, str]], count: Callable[[str], int], window: 
 
 def run_dpo(base: str | Path, pairs: list[dict[str, str]], out_dir: str | Path, *, max_steps: int = 50,
             lr: float = 5e-5, beta: float = 0.1, lora_r: int = 8, seed: int = 0,
-            merge: bool = True, base_model: str | None = None) -> dict[str, Any]:
+            merge: bool = True, base_model: str | None = None, dtype: str = "float32") -> dict[str, Any]:
     """LoRA-DPO of the model in folder `base` on `pairs`; writes `out_dir` atomically (adapter, merged
     model if `merge`, metrics.json). The sequence limit is the longest pair (see the module docstring).
-    Returns the metrics."""
+    `dtype`: the base's weights (`sft.TRAIN_DTYPES`). Returns the metrics."""
     if not pairs:
         raise ValueError("no DPO preference pairs: no task of the collection run has both a reflection "
                          "after which a failure turned into success and one after which a success turned into "
@@ -131,7 +131,7 @@ def run_dpo(base: str | Path, pairs: list[dict[str, str]], out_dir: str | Path, 
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
-    model, tok = lora_io.load_base(base)
+    model, tok = lora_io.load_base(base, dtype)
     window = lora_io.model_window(model)
 
     def count(text: str) -> int:
@@ -164,6 +164,6 @@ def run_dpo(base: str | Path, pairs: list[dict[str, str]], out_dir: str | Path, 
                    "model_window": window, "steps": int(result.global_step), "losses": losses,
                    "final_loss": float(result.training_loss),
                    "lora_delta": lora_io.lora_change(before, lora_io.lora_snapshot(peft_model)), "base": str(base),
-                   "base_model": base_model}
+                   "base_model": base_model, "dtype": dtype}
         lora_io.save(peft_model, tok, tmp, merge=merge, metrics=metrics)
     return metrics

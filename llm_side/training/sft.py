@@ -126,10 +126,21 @@ def hold_out(games: Sequence[Sequence[dict[str, str]]], n: int
 
 # -- LoRA plumbing shared with dpo.py --------------------------------------------------------------------
 
-def load_base(base: str | Path) -> tuple[Any, Any]:
-    """Model + tokenizer from a local folder (no hub: HF_HUB_OFFLINE is forced)."""
+TRAIN_DTYPES = ("float32", "bfloat16")
+"""The dtypes the base model can be loaded in for LoRA training. bfloat16 halves the memory and, on a CPU
+with AMX (or a GPU), runs the matmuls natively: a 2048-token forward of qwen1.5b on 2 Sapphire-Rapids-class
+cores took 5.3 s against 20.2 s in float32. The LoRA weights and the optimizer stay float32 either way."""
+
+
+def load_base(base: str | Path, dtype: str = "float32") -> tuple[Any, Any]:
+    """Model + tokenizer from a local folder (no hub: HF_HUB_OFFLINE is forced), weights in `dtype`
+    (`TRAIN_DTYPES`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if dtype not in TRAIN_DTYPES:
+        raise ValueError(f"unknown training dtype {dtype!r}; use one of {', '.join(TRAIN_DTYPES)}")
 
     base = Path(base)
     if not (base / "config.json").is_file():
@@ -138,7 +149,7 @@ def load_base(base: str | Path) -> tuple[Any, Any]:
     tok = AutoTokenizer.from_pretrained(base, local_files_only=True)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True, dtype=getattr(torch, dtype))
     return model, tok
 
 
@@ -227,7 +238,7 @@ def log(line: str) -> None:
 def run_sft(base: str | Path, rows: Sequence[dict[str, str]], out_dir: str | Path, *, max_steps: int = 100,
             lr: float = 2e-4, lora_r: int = 8, seed: int = 0, merge: bool = True,
             heldout: Sequence[dict[str, str]] = (), base_model: str | None = None,
-            extra: dict[str, Any] | None = None) -> dict[str, Any]:
+            extra: dict[str, Any] | None = None, dtype: str = "float32") -> dict[str, Any]:
     """LoRA-SFT of the model in folder `base` on prompt-completion `rows`; writes `out_dir` atomically.
 
     Rows are tokenized here (no EOS appended, see the module docstring); the sequence limit is the longest
@@ -235,14 +246,15 @@ def run_sft(base: str | Path, rows: Sequence[dict[str, str]], out_dir: str | Pat
     left out and counted (`rows_left_out`); none left is an error. Every step logs one stderr line as it
     ends. `heldout` rows (not trained on) measure the trained actor against the base (`effect`: completion
     NLL and greedy actions); the metrics and a stderr line say whether it differs. `base_model`: the
-    `--model` spec of `base`, recorded so that `compare --trained` can check the base."""
+    `--model` spec of `base`, recorded so that `compare --trained` can check the base. `dtype`: the base's
+    weights during training and in the merged model (`TRAIN_DTYPES`; the LoRA weights train in float32)."""
     if not rows:
         raise ValueError("no successful episodes to fine-tune the actor on: the collection run has no "
                          "success; run more episodes or a stronger --model.")
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    model, tok = load_base(base)
+    model, tok = load_base(base, dtype)
     window = model_window(model)
     encoded = tokenize_rows(rows, tok)
     kept = [e for e in encoded if sum(e["completion_mask"]) and (window is None or len(e["input_ids"]) <= window)]
@@ -272,7 +284,7 @@ def run_sft(base: str | Path, rows: Sequence[dict[str, str]], out_dir: str | Pat
                    "model_window": window, "steps": int(result.global_step), "losses": losses,
                    "final_loss": float(result.training_loss),
                    "lora_delta": lora_change(before, lora_snapshot(peft_model)), "base": str(base),
-                   "base_model": base_model, "lr": lr, "lora_rank": lora_r,
+                   "base_model": base_model, "lr": lr, "lora_rank": lora_r, "dtype": dtype,
                    "train_s": round(trainer_seconds(trainer), 1),
                    **(extra or {})}
         metrics["effect"] = measure_effect(peft_model, tok, heldout)

@@ -88,3 +88,29 @@ def test_an_algorithm_3_collection_shows_its_wins_by_trial_and_its_pipeline_comm
     assert ("muse-llm serve --model qwen1.5b --engine llama.cpp --threads 2 --port 8093 &\n"
             "muse-llm alfworld-pipeline --stage collect --out docs/llm/alg3/qwen1.5b") in page
     assert "Data: `docs/llm/alg3/qwen1.5b/collect/episodes.jsonl`" in page
+    assert "What Algorithm 3 trained on it" not in page  # no later stage has run
+
+    pipe = collect.parent
+    for sub, name, data in (
+            ("msa", "train_metrics.json", {"examples": 40, "positive": 8.0, "train": {"auroc": 0.99}, "unseen_games": {
+                "folds": 2, "games_won": 1, "chunks": 40, "msa": {"auroc": 0.61, "auroc_ci95": [0.2, 0.9]},
+                "control": {"auroc": 0.8, "auroc_ci95": [0.7, 0.9], "what": "the loop share"}}}),
+            ("actor_sft", "metrics.json", {"lora_rank": 8, "dtype": "bfloat16", "steps": 4, "lr": 0.001,
+                                           "rows_trained": 6, "max_length": 2000, "train_s": 400.0,
+                                           "losses": [0.5, 0.2], "heldout_from": "games", "effect": {
+                                               "heldout_rows": 4, "nll_base": 0.9, "nll_trained": 0.4,
+                                               "greedy_changed": 1, "greedy_match_base": 2,
+                                               "greedy_match_trained": 3}}),
+            ("reflection_dpo", "metrics.json", {"skipped": "no DPO pair", "pairs": 0})):
+        (pipe / sub).mkdir()
+        (pipe / sub / name).write_text(json.dumps(data))
+    page = alfworld_heldout(tmp_path)
+    assert ("**0.61 (95% interval 0.20 to 0.90)**, against 0.80 (95% interval 0.70 to 0.90) for the no-training "
+            "control (the loop share). Its interval includes chance (0.5). The control scores above M_sa") in page
+    assert ("completion NLL 0.900 nats/token for the base, 0.400 trained; 1 of 4 greedy actions changed; the "
+            "recorded action matched 2 times by the base, 3 trained.") in page
+    assert "base weights in bfloat16, 4 steps" in page and "(`--stage dpo`): skipped: no DPO pair." in page
+    (pipe / "msa" / "train_metrics.json").write_text('["not", "an object"]')
+    (pipe / "actor_sft" / "metrics.json").write_text("{broken")
+    page = alfworld_heldout(tmp_path)  # a malformed metrics file is left out, not a traceback
+    assert "**M_sa**" not in page and "**SFT" not in page and "skipped: no DPO pair" in page

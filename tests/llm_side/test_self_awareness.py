@@ -89,3 +89,39 @@ def test_msa_on_real_alfworld_records(tmp_path):
     auc = metrics.auroc(scores, [e.label > 0.5 for e in examples])
     assert not math.isnan(auc) and auc == pytest.approx(out["train"]["auroc"])
     assert 0.5 < auc <= 1.0
+
+
+def _game(task, won, loop_share, word):
+    """An episode of 8 steps: `loop_share` of each 4-step chunk answered 'Nothing happens.', the rest `word`."""
+    n_loop = round(4 * loop_share)
+    obs = (["Nothing happens."] * n_loop + [f"You see a {word}."] * (4 - n_loop)) * 2
+    return {"task": task, "task_text": f"put a thing in place {task}", "success": won,
+            "actions": [f"go to place {i}" for i in range(8)], "observations": obs}
+
+
+def test_msa_on_unseen_games_is_scored_against_the_loop_control():
+    """Leave one game out: M_sa's pooled AUROC on games it never saw, with a games-resampled interval, beside
+    a no-training control (the share of 'Nothing happens.'). Where the outcome shows in the words and not in
+    the looping, M_sa separates unseen games and the control cannot; where the won and lost episodes read
+    the same, M_sa cannot either."""
+    from llm_side.training.self_awareness import leave_one_game_out, loop_control
+
+    assert loop_control("> a\nNothing happens.\n> b\nYou see a key.\n") == -0.5
+    words = [_game(f"g{i}", won, 0.5, "key" if won else "rock") for i in range(6) for won in (True, False)]
+    m = leave_one_game_out(words, BowEmbedder(), epochs=40)
+    assert (m["games"], m["folds"], m["games_won"], m["folds_one_class_train"]) == (6, 6, 6, 0)
+    assert m["msa"]["auroc"] > 0.9 and m["control"]["auroc"] == 0.5
+    lo, hi = m["msa"]["auroc_ci95"]
+    assert lo <= m["msa"]["auroc"] <= hi
+    same = [_game(f"g{i}", won, 0.5, "key") for i in range(6) for won in (True, False)]
+    assert leave_one_game_out(same, BowEmbedder(), epochs=40)["msa"]["auroc"] == pytest.approx(0.5)
+    one = leave_one_game_out([_game("g0", True, 0, "key"), _game("g1", False, 1, "key")], BowEmbedder(), epochs=2)
+    assert one["folds"] == 0 and one["folds_one_class_train"] == 2 and math.isnan(one["msa"]["auroc"])
+
+
+def test_auroc_interval_resamples_groups():
+    scores, labels = [0.9, 0.8, 0.2, 0.1], [True, True, False, False]
+    assert metrics.auroc_interval_by_group(scores, labels, ["a", "a", "b", "b"], draws=200) == (1.0, 1.0)
+    assert all(math.isnan(x) for x in metrics.auroc_interval_by_group(scores, labels, ["a"] * 4))
+    lo, hi = metrics.auroc_interval_by_group([0.9, 0.1, 0.8, 0.7, 0.3, 0.6], [1, 0, 1, 0, 1, 0], list("aabbcc"))
+    assert 0 <= lo < hi <= 1

@@ -122,6 +122,25 @@ def test_sft_real_lora_steps(tiny_llama, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_sft_in_bfloat16_trains_float32_lora_weights_on_bfloat16_base_weights(tiny_llama, tmp_path):
+    """--train-dtype bfloat16: the base loads in bfloat16 (the speed), the LoRA weights and their optimizer
+    stay float32 (small updates are not rounded away), and the merged actor is a bfloat16 model."""
+    import torch
+
+    model, _ = sft.load_base(tiny_llama, "bfloat16")
+    lora = sft.wrap_lora(model)
+    dtypes = {n: p.dtype for n, p in lora.named_parameters()}
+    assert {d for n, d in dtypes.items() if "lora_" in n} == {torch.float32}
+    assert {d for n, d in dtypes.items() if "lora_" not in n} == {torch.bfloat16}
+    out = tmp_path / "actor"
+    m = sft.run_sft(tiny_llama, sft.sft_examples(RECORDS), out, max_steps=2, lr=5e-3, dtype="bfloat16")
+    assert m["dtype"] == "bfloat16" and all(math.isfinite(x) for x in m["losses"]) and m["lora_delta"] > 0
+    assert json.loads((out / "merged" / "config.json").read_text()).get("dtype") == "bfloat16"
+    with pytest.raises(ValueError, match="unknown training dtype 'float16'"):
+        sft.load_base(tiny_llama, "float16")
+
+
+@pytest.mark.slow
 def test_sft_measures_the_trained_actor_against_the_base_and_logs_every_step(tiny_llama, tmp_path, capsys):
     """Held-out rows: completion NLL and greedy actions of the trained actor against the base (adapter off),
     and one flushed stderr line per training step."""
