@@ -128,8 +128,8 @@ def hold_out(games: Sequence[Sequence[dict[str, str]]], n: int
 
 TRAIN_DTYPES = ("float32", "bfloat16")
 """The dtypes the base model can be loaded in for LoRA training. bfloat16 halves the memory and, on a CPU
-with AMX (or a GPU), runs the matmuls natively: a 2048-token forward of qwen1.5b on 2 Sapphire-Rapids-class
-cores took 5.3 s against 20.2 s in float32. The LoRA weights and the optimizer stay float32 either way."""
+with AMX (or a GPU), runs the matmuls natively (`benchmarks/lora_step.py` times a step in both on the machine
+at hand). The LoRA weights and the optimizer stay float32 either way."""
 
 
 def load_base(base: str | Path, dtype: str = "float32") -> tuple[Any, Any]:
