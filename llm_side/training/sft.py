@@ -175,12 +175,29 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> float:
     return max((float((after[n] - before[n]).abs().max()) for n in before), default=0.0)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def staging(out_dir: str | Path) -> Iterator[Path]:
-    """A temp folder beside `out_dir` that replaces it only if the block finishes."""
+    """A temp folder beside `out_dir` that replaces it only if the block finishes. Its name carries the
+    process id, so the temp folder of a stage that was killed (a training stage holds several GB and the OOM
+    killer may pick it) is removed by the next run once that process is gone, not left to fill the disk."""
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    for stale in out.parent.glob(f".{out.name}.tmp-*-*"):
+        pid = stale.name.removeprefix(f".{out.name}.tmp-").split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)) and stale.is_dir() \
+                and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-{os.getpid()}-"))
     try:
         yield tmp
         shutil.rmtree(tmp / "trainer", ignore_errors=True)

@@ -328,3 +328,19 @@ def test_train_games_are_drawn_across_the_task_types_not_the_first_of_the_split(
     assert spec.limit is None  # --limit still bounds the deploy split, not a drawn collection
     assert pipe.main(["--stage", "collect", "--out", "x", "--train-games", "0"]) == 2
     assert "--train-games must be >= 1" in capsys.readouterr().err
+
+
+def test_staging_removes_the_temp_folder_of_a_killed_stage_only(tmp_path):
+    """A training stage killed mid-way (the OOM killer took a 1.5B SFT) leaves its temp folder; the next run
+    removes it once its process is gone, and leaves a live process's folder alone."""
+    import os
+
+    dead = tmp_path / f".actor.tmp-{2**22 + 7}-abc"
+    live = tmp_path / f".actor.tmp-{os.getppid()}-def"
+    other = tmp_path / ".actor.tmp-foreign"
+    for d in (dead, live, other):
+        (d / "trainer").mkdir(parents=True)
+    with sft.staging(tmp_path / "actor") as tmp:
+        (tmp / "done").write_text("1")
+    assert (tmp_path / "actor" / "done").is_file()
+    assert not dead.exists() and live.exists() and other.exists()
