@@ -1756,14 +1756,25 @@ def _trained_parts(pipe: Path) -> list[str]:
                 f"{sft.get('dtype', 'float32')}, {sft.get('steps')} steps of batch 2 (lr {sft.get('lr')}) on "
                 f"{sft.get('rows_trained')} rows (longest {sft.get('max_length')} tokens) in "
                 f"{_num(sft.get('train_s'), '.0f')} s; loss {_num((sft.get('losses') or [None])[0], '.3f')} at the "
-                f"first step, {_num((sft.get('losses') or [None])[-1], '.3f')} at the last.")
+                f"first step, {_num((sft.get('losses') or [None])[-1], '.3f')} at the last (one batch each).")
         if effect.get("heldout_rows"):
-            text += (f" On {effect['heldout_rows']} held-out rows ({sft.get('heldout_from', 'held out')}): "
+            where = {"games": "of games it was not trained on",
+                     "rows of a trained game": "the last rows of a game it was trained on"}.get(
+                         sft.get("heldout_from"), "held out")
+            text += (f" On {effect['heldout_rows']} held-out rows ({where}): "
                      f"completion NLL {_num(effect.get('nll_base'), '.3f')} nats/token for the base, "
                      f"{_num(effect.get('nll_trained'), '.3f')} trained; {effect.get('greedy_changed')} of "
                      f"{effect['heldout_rows']} greedy actions changed; the recorded action matched "
                      f"{effect.get('greedy_match_base')} times by the base, {effect.get('greedy_match_trained')} "
                      f"trained.")
+            if effect.get("differs") is False:
+                text += (" By the stage's own test (a greedy action changed, or the NLL moved by more than 0.01 "
+                         "nats/token) the trained actor does **not** measurably differ from its base.")
+            elif effect.get("differs") is True:
+                text += " By the stage's own test the trained actor differs from its base."
+            if sft.get("rows_expert") == 0:
+                text += (" Every row is the agent's own action, which its base already predicts well: SFT on a "
+                         "model's own successes is close to self-distillation.")
         lines.append(text)
     if dpo:
         lines.append(f"- **DPO of the reflection model** (`--stage dpo`): skipped: {dpo['skipped']}."

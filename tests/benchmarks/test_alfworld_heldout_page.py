@@ -100,7 +100,7 @@ def test_an_algorithm_3_collection_shows_its_wins_by_trial_and_its_pipeline_comm
                                            "losses": [0.5, 0.2], "heldout_from": "games", "effect": {
                                                "heldout_rows": 4, "nll_base": 0.9, "nll_trained": 0.4,
                                                "greedy_changed": 1, "greedy_match_base": 2,
-                                               "greedy_match_trained": 3}}),
+                                               "greedy_match_trained": 3, "differs": True}, "rows_expert": 0}),
             ("reflection_dpo", "metrics.json", {"skipped": "no DPO pair", "pairs": 0})):
         (pipe / sub).mkdir()
         (pipe / sub / name).write_text(json.dumps(data))
@@ -109,6 +109,8 @@ def test_an_algorithm_3_collection_shows_its_wins_by_trial_and_its_pipeline_comm
             "control (the loop share). Its interval includes chance (0.5). The control scores above M_sa") in page
     assert ("completion NLL 0.900 nats/token for the base, 0.400 trained; 1 of 4 greedy actions changed; the "
             "recorded action matched 2 times by the base, 3 trained.") in page
+    assert "On 4 held-out rows (of games it was not trained on)" in page
+    assert "the trained actor differs from its base. Every row is the agent's own action" in page
     assert "base weights in bfloat16, 4 steps" in page and "(`--stage dpo`): skipped: no DPO pair." in page
     (pipe / "msa" / "train_metrics.json").write_text('["not", "an object"]')
     (pipe / "actor_sft" / "metrics.json").write_text("{broken")
