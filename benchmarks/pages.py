@@ -1490,6 +1490,8 @@ def targets(docs: Path) -> str:
 # ------------------------------------------------------------------------------------------ LLM agents
 
 LLM_STEP_RECORDS = "llm/agent_steps_cpu.jsonl"
+LORA_STEP_RECORDS = "llm/lora_step_cpu.jsonl"
+"""`benchmarks/lora_step.py --out` records: one LoRA training step of Algorithm 3's SFT/DPO in both dtypes."""
 """`benchmarks/llm_sampling.py --agent-steps K` records (`--out`)."""
 
 
@@ -1537,9 +1539,35 @@ def _won(x: dict[str, Any], agent: str) -> str:
     return f"{sum(won)}/{len(won)}" if won else "-"
 
 
-@page("experiments/llm-steps.md", (LLM_STEP_RECORDS,))
+def _lora_steps(docs: Path) -> list[str]:
+    """The LoRA training step section: one row per `benchmarks/lora_step.py` record."""
+    path = docs / LORA_STEP_RECORDS
+    runs = [x for x in read_lines(path) if x.get("benchmark") == "lora_step"] if path.exists() else []
+    if not runs:
+        return []
+    return ["", "", "## A LoRA training step (Algorithm 3's SFT and DPO)", "",
+            "Forward and backward of one row, gradient checkpointing on as trl trains, the base model's weights in "
+            "float32 or bfloat16 (`alfworld-pipeline --train-dtype`; the LoRA weights train in float32 either way), "
+            "both alternated in one process after a warm-up each (`benchmarks/lora_step.py`, records in "
+            f"`docs/{LORA_STEP_RECORDS}`).", "",
+            table(["base", "row tokens", "float32 s/row", "bfloat16 s/row", "float32 / bfloat16", "threads",
+                   "load (1 min)", "processor", "date (code)"],
+                  [[x.get("base", "-"), x.get("tokens", "-"), x.get("float32_s_per_row", "-"),
+                    x.get("bfloat16_s_per_row", "-"), f"**{x.get('float32_over_bfloat16', '-')}**",
+                    x.get("torch_threads", "-"),
+                    "-".join(f"{v:g}" for v in sorted({min(x['load_avg_1min']), max(x['load_avg_1min'])}))
+                    if x.get("load_avg_1min") else "-", processor(x), f"{x.get('date', '-')} ({x.get('code', '-')})"]
+                   for x in runs])]
+
+
+@page("experiments/llm-steps.md", (LLM_STEP_RECORDS, LORA_STEP_RECORDS))
 def llm_steps(docs: Path) -> str:
-    """Seconds per step of ReAct and MUSE-LLM on a real ALFWorld game, one row per benchmark run."""
+    """Seconds per step of ReAct and MUSE-LLM on a real ALFWorld game, one row per benchmark run; then the
+    seconds of a LoRA training step in both dtypes."""
+    return _agent_steps(docs) + "\n".join(_lora_steps(docs))
+
+
+def _agent_steps(docs: Path) -> str:
     path = docs / LLM_STEP_RECORDS
     runs = [x for x in read_lines(path) if x.get("benchmark") == "llm_agent_steps"] if path.exists() else []
     head = ["# LLM agents: seconds per step", "",

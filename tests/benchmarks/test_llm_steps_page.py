@@ -53,3 +53,18 @@ def test_a_whole_episode_row_gives_its_mean_and_whether_it_was_won(tmp_path: Pat
 
 def test_no_records_is_a_page_that_says_so(tmp_path: Path) -> None:
     assert "No runs recorded yet." in llm_steps(tmp_path)
+
+
+def test_lora_step_records_get_their_own_section_after_the_agent_steps(tmp_path: Path) -> None:
+    from benchmarks.pages import LORA_STEP_RECORDS
+
+    docs = write(tmp_path, [record("transformers", [10.0, 11.0], [])])
+    assert "A LoRA training step" not in llm_steps(docs)
+    (docs / LORA_STEP_RECORDS).write_text(json.dumps(
+        {"benchmark": "lora_step", "base": "qwen1.5b-x", "tokens": 1024, "float32_s_per_row": 55.4,
+         "bfloat16_s_per_row": 25.1, "float32_over_bfloat16": 2.21, "torch_threads": 2,
+         "load_avg_1min": [1.9, 2.0], "cpu_model": "Intel(R) Xeon(R) Processor (amx)", "date": "2026-11-29",
+         "code": "abc"}) + "\n")
+    page = llm_steps(docs)
+    assert page.index("| qwen0.5b |") < page.index("\n\n## A LoRA training step (Algorithm 3's SFT and DPO)")
+    assert "| qwen1.5b-x | 1024 | 55.4 | 25.1 | **2.21** | 2 | 1.9-2 | Intel Xeon (amx) | 2026-11-29 (abc) |" in page
