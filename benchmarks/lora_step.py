@@ -77,14 +77,14 @@ def main(argv: list[str] | None = None) -> dict:
     for rep in range(args.repeats):
         for dtype in DTYPES:
             loads.append(round(os.getloadavg()[0], 2))
-            times[dtype].append(round(lora_step_seconds(models[dtype], args.tokens, seed=rep), 2))
+            times[dtype].append(round(lora_step_seconds(models[dtype], args.tokens, seed=rep), 3))
             print(f"lora_step: {dtype} {times[dtype][-1]} s", file=sys.stderr, flush=True)
     med = {d: statistics.median(times[d]) for d in DTYPES}
     record = {"benchmark": "lora_step", "base": Path(args.base).name, "tokens": args.tokens,
               "lora_rank": args.lora_rank, "gradient_checkpointing": True,
-              **{f"{d}_s_per_row": round(med[d], 2) for d in DTYPES},
+              **{f"{d}_s_per_row": round(med[d], 3) for d in DTYPES},
               **{f"{d}_steps_s": times[d] for d in DTYPES},
-              "float32_over_bfloat16": round(med["float32"] / med["bfloat16"], 2),
+              "float32_over_bfloat16": round(med["float32"] / med["bfloat16"], 2) if med["bfloat16"] else None,
               "load_avg_1min": loads, "torch_threads": torch.get_num_threads(), "cpu_model": cpu_model(),
               "date": time.strftime("%Y-%m-%d"), "code": git_commit()}
     return emit_record(record, args.out)

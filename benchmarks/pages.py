@@ -1545,11 +1545,19 @@ def _lora_steps(docs: Path) -> list[str]:
     runs = [x for x in read_lines(path) if x.get("benchmark") == "lora_step"] if path.exists() else []
     if not runs:
         return []
+    last = runs[-1]
+    shows = (f"On {processor(last)}, one {last.get('tokens')}-token row of {last.get('base')} takes "
+             f"{last.get('float32_s_per_row')} s with float32 base weights and {last.get('bfloat16_s_per_row')} s "
+             f"with bfloat16 ({last.get('float32_over_bfloat16')}x): forward and backward, gradient checkpointing on "
+             "as trl trains, the LoRA weights in float32 either way (`alfworld-pipeline --train-dtype`).")
+    command = "\n".join(dict.fromkeys(
+        f"python benchmarks/lora_step.py --base ~/.cache/muse-llm/{x.get('base')} --tokens {x.get('tokens')} "
+        f"--repeats {len(x.get('float32_steps_s') or [0])} --out docs/{LORA_STEP_RECORDS}" for x in runs))
     return ["", "", "## A LoRA training step (Algorithm 3's SFT and DPO)", "",
-            "Forward and backward of one row, gradient checkpointing on as trl trains, the base model's weights in "
-            "float32 or bfloat16 (`alfworld-pipeline --train-dtype`; the LoRA weights train in float32 either way), "
-            "both alternated in one process after a warm-up each (`benchmarks/lora_step.py`, records in "
-            f"`docs/{LORA_STEP_RECORDS}`).", "",
+            about(command=command, machine="; ".join(dict.fromkeys(processor(x) for x in runs)),
+                  budget="per row: a warm-up step of each dtype, then `repeats` timed steps of each, alternated "
+                         "in one process (medians)",
+                  seeds="one (a timing)", shows=shows, data=f"`docs/{LORA_STEP_RECORDS}`"),
             table(["base", "row tokens", "float32 s/row", "bfloat16 s/row", "float32 / bfloat16", "threads",
                    "load (1 min)", "processor", "date (code)"],
                   [[x.get("base", "-"), x.get("tokens", "-"), x.get("float32_s_per_row", "-"),

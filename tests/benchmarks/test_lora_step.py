@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,8 @@ def test_lora_step_times_both_dtypes_and_appends_one_record(tmp_path: Path, caps
     assert record["benchmark"] == "lora_step" and record["tokens"] == 32
     assert len(record["float32_steps_s"]) == len(record["bfloat16_steps_s"]) == 2
     assert record["float32_s_per_row"] > 0 and record["bfloat16_s_per_row"] > 0
-    assert record["float32_over_bfloat16"] == pytest.approx(
-        record["float32_s_per_row"] / record["bfloat16_s_per_row"], abs=0.01)
+    medians = [statistics.median(record[f"{d}_steps_s"]) for d in ("float32", "bfloat16")]
+    assert record["float32_over_bfloat16"] == pytest.approx(medians[0] / medians[1], abs=0.006)
     assert json.loads(out.read_text().splitlines()[-1])["code"] == record["code"]
     with pytest.raises(SystemExit):
         lora_step.main(["--base", str(tmp_path / "nope")])
