@@ -28,10 +28,11 @@ class RunFolderBusy(RuntimeError):
     """Another live process writes the same run folder; the message names its PID and the fix."""
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this machine (another user's counts; a number no pid can be: no)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:  # alive, another user's
         return True
@@ -51,7 +52,7 @@ def _holder(path: Path, wait_s: float = 2.0) -> str:
         except OSError:
             text = ""
         pid, _, cmd = (text.splitlines() or [""])[0].partition(" ")
-        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and pid_alive(int(pid)):
             return f"PID {pid}" + (f" (`{cmd}`)" if cmd else "")
         if time.monotonic() >= deadline:
             return "another process"

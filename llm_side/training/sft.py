@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from muse_common.files import atomic_write_json
+from muse_common.run_lock import pid_alive
 
 METRICS_FILE = "metrics.json"
 ADAPTER_DIR = "adapter"
@@ -175,16 +176,6 @@ def lora_change(before: dict[str, Any], after: dict[str, Any]) -> float:
     return max((float((after[n] - before[n]).abs().max()) for n in before), default=0.0)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def staging(out_dir: str | Path) -> Iterator[Path]:
     """A temp folder beside `out_dir` that replaces it only if the block finishes. Its name carries the
@@ -194,7 +185,7 @@ def staging(out_dir: str | Path) -> Iterator[Path]:
     out.parent.mkdir(parents=True, exist_ok=True)
     for stale in out.parent.glob(f".{out.name}.tmp-*-*"):
         pid = stale.name.removeprefix(f".{out.name}.tmp-").split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)) and stale.is_dir() \
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)) and stale.is_dir() \
                 and not stale.is_symlink():
             shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-{os.getpid()}-"))
