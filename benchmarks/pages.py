@@ -1676,7 +1676,7 @@ def _made_on(eps: list[dict[str, Any]]) -> str:
     undated = sum(not x.get("finished") for x in eps)
     text = "; ".join(f"{name} ({n} episode{'s' * (n != 1)})" for name, n in sorted(by_cpu.items()))
     if days:
-        text += f"; finished {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else "")
+        text += f"; episodes played {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else "")
     if undated:
         text += (f"; {undated} episode{'s' * (undated != 1)} carry no date (recorded before episodes did): "
                  "the commit that added them dates them")
@@ -1785,6 +1785,11 @@ def _trained_parts(pipe: Path) -> list[str]:
                      + (" M_sa scores above the control." if better else
                         " The control scores above M_sa: on games it did not see, M_sa tells won from lost "
                         "chunks less well than counting the steps that did nothing."))
+            base = unseen.get("msa_without_input") if isinstance(unseen.get("msa_without_input"), dict) else {}
+            if _num(base.get("auroc")) != "n/a":
+                text += (f" An M_sa that reads nothing, left out the same way, scores {_auroc_text(base)}: the folds "
+                         "alone move a pooled AUROC that far (a left-out won game lowers its fold's share of wins), so "
+                         "this figure is read against that one; the held-out games below have no folds.")
         lines.append(text)
     effect = sft.get("effect") if isinstance(sft.get("effect"), dict) else {}
     if sft:
@@ -1829,11 +1834,112 @@ def _pipeline_command(run: dict[str, Any]) -> str | None:
     return "muse-llm " + " ".join(shlex.quote(a) for a in argv)
 
 
+MSA_NOVEL_RECORDS = "llm/msa_novel.jsonl"
+"""`benchmarks/msa_novel.py --out` records: M_sa trained on a kept collection, scored on a kept run's games."""
+
+MSA_SCORINGS = (("msa", "M_sa, the paper's input (chunk with plan, and task)"),
+                ("msa_without_task", "M_sa without the task input"),
+                ("msa_without_input", "M_sa without any input (its training data's share of wins)"),
+                ("control", "no training: minus the share of steps answered 'Nothing happens.'"))
+
+
+def _ci_text(m: Any, key: str = "auroc", ci: str = "auroc_ci95") -> str:
+    m = m if isinstance(m, dict) else {}
+    lo, hi = (m.get(ci) if isinstance(m.get(ci), list) and len(m.get(ci)) == 2 else [None, None])
+    return f"{_num(m.get(key))} ({_num(lo)} to {_num(hi)})"
+
+
+def _against_control(m: Any, who: str) -> str:
+    """One sentence on a scoring's paired difference from the control: above, below, or not told apart."""
+    d = m.get("minus_control") if isinstance(m, dict) and isinstance(m.get("minus_control"), dict) else {}
+    ci = d.get("ci95") if isinstance(d.get("ci95"), list) and len(d["ci95"]) == 2 else [None, None]
+    if not all(isinstance(x, int | float) and math.isfinite(x) for x in ci):
+        return f"{who}'s difference from the control is not measured."
+    if ci[0] > 0:
+        return f"{who} scores above the control (difference {_ci_text(d, 'auroc', 'ci95')})."
+    if ci[1] < 0:
+        return f"{who} scores below the control (difference {_ci_text(d, 'auroc', 'ci95')})."
+    return f"{who}'s paired difference from the control, {_ci_text(d, 'auroc', 'ci95')}, includes zero."
+
+
+def _msa_novel(docs: Path) -> list[str]:
+    """M_sa on novel games: one table per `benchmarks/msa_novel.py` record (latest first in the text)."""
+    path = docs / MSA_NOVEL_RECORDS
+    runs = [x for x in read_lines(path) if x.get("benchmark") == "msa_novel"
+            and isinstance(x.get("novel_games"), dict) and isinstance(x.get("train_games_left_out"), dict)] \
+        if path.exists() else []
+    if not runs:
+        return []
+    last = runs[-1]
+    nov, loo = last["novel_games"], last["train_games_left_out"]
+
+    def auc(part: dict[str, Any], name: str) -> str:
+        return _ci_text(part.get(name))
+
+    shows = (f"Trained on {nov.get('train_games')} train games ({nov.get('train_chunks')} chunks, "
+             f"{nov.get('train_positive')} from won episodes) and scored on {nov.get('chunks')} chunks of "
+             f"{nov.get('games')} held-out games ({nov.get('games_won')} with a win), M_sa with the paper's input "
+             f"reaches AUROC {auc(nov, 'msa')} against {auc(nov, 'control')} for the no-training control; "
+             f"{_against_control(nov.get('msa'), 'M_sa')} Without the task input it reaches "
+             f"{auc(nov, 'msa_without_task')}; {_against_control(nov.get('msa_without_task'), 'that ablation')}")
+    gain = (nov.get("msa_without_task") or {}).get("minus_msa") if isinstance(nov.get("msa_without_task"), dict) \
+        else None
+    if isinstance(gain, dict) and _num(gain.get("auroc")) != "n/a":
+        shows += (" Set against the paper's M_sa on the same resampled games, dropping the task input changes the "
+                  f"AUROC by {_ci_text(gain, 'auroc', 'ci95')}.")
+    base = (loo.get("msa_without_input") or {}).get("auroc") if isinstance(loo.get("msa_without_input"), dict) \
+        else None
+    same = [x for x in runs if (x.get("collect"), x.get("heldout")) == (last.get("collect"), last.get("heldout"))]
+    if len(same) > 1:
+        def spread(name: str) -> str:
+            vals = [(x["novel_games"].get(name) or {}).get("auroc") for x in same]
+            vals = [v for v in vals if isinstance(v, float)]
+            return f"{_num(min(vals))} to {_num(max(vals))}" if vals else "n/a"
+        shows += (f" Over the {len(same)} seeds of M_sa's training recorded for this pair of folders, M_sa scores "
+                  f"{spread('msa')} with the paper's input and {spread('msa_without_task')} without the task.")
+    if isinstance(base, float) and base < 0.45:
+        shows += (" Left one train game out at a time, an M_sa that reads nothing scores "
+                  f"{auc(loo, 'msa_without_input')}: with {loo.get('games_won')} of {loo.get('games')} games won, "
+                  "leaving a won game out lowers its fold's share of wins, so the pooled leave-one-game-out AUROC "
+                  "(train-sa's `unseen_games`) is biased below 0.5; the held-out games, scored by one M_sa, have no "
+                  "such bias.")
+    command = "\n".join(dict.fromkeys(
+        f"python benchmarks/msa_novel.py --collect {x.get('collect')} --heldout {x.get('heldout')} "
+        f"--epochs {x.get('epochs')} --seed {x.get('seed')} --out docs/{MSA_NOVEL_RECORDS}" for x in runs))
+    out = ["", "## M_sa on novel games", "",
+           "Paper 000 §4.2.2 scores the self-awareness model on novel tasks. Here M_sa is trained once on a kept "
+           "Algorithm 3 collection (the agent's own episodes on train games, as `--stage train-sa` trains it) and "
+           "scores every 4-step chunk of a kept run on the held-out games, each chunk labelled with its episode's "
+           "outcome; beside it on the same chunks, the no-training loop control and two ablations. Intervals: 95%, "
+           "from resampling games; \"minus control\" is paired on the same resampled games.", "",
+           about(command=command, machine=processor(last), budget=f"M_sa {last.get('epochs')} epochs "
+                 f"({last.get('seconds')} s for both settings and all scorings)",
+                 seeds=", ".join(dict.fromkeys(str(x.get("seed")) for x in runs)) + " (M_sa's initialisation and "
+                 "batches; the resampling)", shows=shows, data=f"`docs/{MSA_NOVEL_RECORDS}`")]
+    rows = []
+    for x in runs:
+        run = x.get("heldout_run") if isinstance(x.get("heldout_run"), dict) else {}
+        where = {"novel_games": f"{x['novel_games'].get('games')} held-out games "
+                                f"({run.get('agent', '?')} {_served_name(str(run.get('model', '?')))})",
+                 "train_games_left_out": f"{x['train_games_left_out'].get('games')} train games, one left out at "
+                                         "a time"}
+        for part in ("novel_games", "train_games_left_out"):
+            for name, what in MSA_SCORINGS:
+                m = x[part].get(name) if isinstance(x[part].get(name), dict) else {}
+                rows.append([where[part], what, _ci_text(m),
+                             "-" if name == "control" else _ci_text(m.get("minus_control"), "auroc", "ci95"),
+                             _ci_text(m.get("minus_msa"), "auroc", "ci95") if "minus_msa" in m else "-",
+                             str(x.get("seed")), f"{x.get('date', '-')} ({x.get('commit', '-')})"])
+    return out + [table(["scored on", "scoring", "AUROC (95%)", "minus control (95%, paired)",
+                         "minus the paper's M_sa (95%, paired)", "seed",
+                         "date (code)"], rows)]
+
+
 @page("experiments/alfworld-heldout.md", (f"{LLM_RUNS}/*/run.json", f"{LLM_RUNS}/*/episodes.jsonl",
                                           f"{ALG3_RUNS}/*/collect/run.json", f"{ALG3_RUNS}/*/collect/episodes.jsonl",
                                           f"{ALG3_RUNS}/*/msa/train_metrics.json",
                                           f"{ALG3_RUNS}/*/actor_sft/metrics.json",
-                                          f"{ALG3_RUNS}/*/reflection_dpo/metrics.json"))
+                                          f"{ALG3_RUNS}/*/reflection_dpo/metrics.json", MSA_NOVEL_RECORDS))
 def alfworld_heldout(docs: Path) -> str:
     """What an LLM agent wins on the held-out ALFWorld games, one section per kept run folder; then what an
     Algorithm 3 collection won on the train games."""
@@ -1866,6 +1972,7 @@ def alfworld_heldout(docs: Path) -> str:
         out += _run_section(docs, folder, run, f"Collection: {run['agent']}, {_served_name(run['model'])} "
                                     f"({folder.parent.name})", _pipeline_command(run), level=3)
         out += _trained_parts(folder.parent)
+    out += _msa_novel(docs)
     return "\n".join(out)
 
 

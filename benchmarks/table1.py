@@ -39,20 +39,6 @@ RECORD_FIELDS = ("task", "episode", "success", "time_to_success", "length", "sig
 """What a committed line keeps of each adaptation record (the per-step signals, not the regulation sizes)."""
 
 
-def _auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """ROC AUC as the Mann-Whitney statistic over mid-ranks (ties count one half): the value of
-    `muse_common.metrics.auroc` (scikit-learn), without its per-call checks, for thousands of draws."""
-    from scipy.stats import rankdata
-
-    y = np.asarray(labels, bool)
-    n_pos = int(y.sum())
-    n_neg = y.size - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return math.nan
-    ranks = rankdata(np.asarray(scores, float))
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
 def step_arrays(episodes: Sequence[dict[str, Any]], key: str = "signal") -> tuple[np.ndarray, np.ndarray]:
     """(per-step scores, per-step outcome labels) pooled over episodes."""
     if not episodes:
@@ -64,11 +50,11 @@ def step_arrays(episodes: Sequence[dict[str, Any]], key: str = "signal") -> tupl
 
 def figures(agent: str, episodes: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Success rate, AUROC and accuracy (MUSE psi_1 > 1/2; Dreamer value > median) of pooled episodes."""
-    from muse_common.metrics import median_threshold
+    from muse_common.metrics import median_threshold, rank_auroc
 
     out = {"success_rate": float(np.mean([bool(e["success"]) for e in episodes])) if episodes else math.nan}
     s, y = step_arrays(episodes)
-    out["auroc"] = _auroc(s, y)
+    out["auroc"] = rank_auroc(s, y)
     # the control for accuracy: a constant "fail" prediction scores the share of steps in failed episodes
     out["constant_fail_accuracy"] = float(1.0 - y.mean()) if y.size else math.nan
     if agent == "muse" and episodes and all("psi1" in e for e in episodes):

@@ -75,6 +75,7 @@ class PipelineConfig:
     test_episodes: int = 5
     max_steps: int = 50
     sa_epochs: int = 30
+    sa_task_input: bool = True  # False: M_sa without its task input, a named variant (not the paper's)
     sft_steps: int = 60
     dpo_steps: int = 50
     expert_share: float = 0.25  # share of train games the expert plays when the agent won none (0 = never)
@@ -252,13 +253,18 @@ def stage_train_sa(cfg: PipelineConfig, embedder: Any | None = None) -> dict[str
 
     done = finished_stage(cfg.out / "msa" / METRICS_FILE, "train-sa")
     if done is not None:
+        if done.get("task_input", True) != cfg.sa_task_input:
+            kept, folder = ("with" if done.get("task_input", True) else "without"), cfg.out / "msa"
+            raise UsageError(f"M_sa in {folder} was trained {kept} its task input, which this command does not ask "
+                             f"for; {'drop' if kept == 'with' else 'add'} --sa-without-task to use it, or delete "
+                             f"{folder} to retrain it")
         return done
     own, expert = training_records(cfg)
     embedder = embedder or load_embedder(cfg.agent_options.get("embedder"))
     # on the agent's own episodes only: the expert plays other games, which would make "won" a game label
     transfer = leave_one_game_out(own, embedder, epochs=cfg.sa_epochs, seed=cfg.seed)
     return train_msa(own + expert, embedder, cfg.out / "msa", epochs=cfg.sa_epochs, seed=cfg.seed,
-                     extra={"unseen_games": transfer})
+                     task_input=cfg.sa_task_input, extra={"unseen_games": transfer})
 
 
 def base_folder(cfg: PipelineConfig) -> str:
@@ -435,6 +441,9 @@ def build_parser() -> Any:
                         "expert plays once each (records marked expert; 0 = no seed). A departure from the paper")
     p.add_argument("--dpo-steps", type=int, default=50)
     p.add_argument("--sa-epochs", type=int, default=30)
+    p.add_argument("--sa-without-task", action="store_true",
+                   help="train M_sa without its task input (a named variant, not the paper's M_sa; on held-out "
+                        "games it scored better with small collections: docs/experiments/alfworld-heldout.md)")
     p.add_argument("--dpo-unhelpful", action="store_true",
                    help="also count a reflection after which a failure stayed a failure as negative (not the paper's)")
     p.add_argument("--dpo-cross-task", action="store_true",
@@ -455,7 +464,8 @@ def config_of(a: Any) -> PipelineConfig:
                          sft_lr=a.sft_lr, lora_rank=a.lora_rank, train_dtype=a.train_dtype,
                          sft_rows_per_game=a.sft_rows_per_game,
                          sft_row_tokens=a.sft_row_tokens, sft_heldout=a.sft_heldout, expert_share=a.expert_share,
-                         dpo_steps=a.dpo_steps, sa_epochs=a.sa_epochs, seed=a.seed, dpo_unhelpful=a.dpo_unhelpful,
+                         dpo_steps=a.dpo_steps, sa_epochs=a.sa_epochs, sa_task_input=not a.sa_without_task, seed=a.seed,
+                         dpo_unhelpful=a.dpo_unhelpful,
                          dpo_cross_task=a.dpo_cross_task, env_options=parse_options(a.env_opt, "--env-opt"),
                          agent_options=parse_options(a.agent_opt, "--agent-opt"))
     for name in ("sft_steps", "lora_rank", "sft_rows_per_game", "sft_row_tokens"):

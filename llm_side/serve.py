@@ -259,15 +259,10 @@ def served_by(model: str) -> dict[str, Any] | None:
 
 
 def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 1:
-        return False
-    try:
-        os.kill(pid, 0)
-    except PermissionError:  # it exists, under another user
-        return True
-    except (ProcessLookupError, OverflowError):
-        return False
-    return True
+    """`pid_alive` for a pid read from an untrusted server record: anything but a positive int is no process."""
+    from muse_common.run_lock import pid_alive
+
+    return isinstance(pid, int) and not isinstance(pid, bool) and pid >= 1 and pid_alive(pid)
 
 
 class ServerFailed(RuntimeError):

@@ -11,7 +11,10 @@ the first observation, then the most recent steps that fit the context budget an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from llm_side.agents import prompting
 from llm_side.harness.contracts import LLM, Embedder, EpisodeOutcome, Observation, TextEnv
@@ -101,6 +104,32 @@ class TranscriptAgent:
 
     def load_memory(self, memory: dict[str, Any]) -> None:
         return None
+
+
+class CachedEmbedder:
+    """An embedder that encodes each text once: M_sa re-embeds the same task and chunks every epoch, fold and
+    step, SayCan the same valid actions every step. Holds at most `max_texts` (the oldest half is dropped past
+    it; a dropped text is encoded again when asked). `cached` wraps an embedder once, so models given the
+    same CachedEmbedder share its memo."""
+
+    def __init__(self, inner: Embedder, max_texts: int = 50_000):
+        self.inner, self.name, self.dim, self.max_texts = inner, inner.name, inner.dim, int(max_texts)
+        self._memo: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if missing:
+            self._memo.update(zip(missing, np.asarray(self.inner.encode(missing), dtype=np.float32), strict=True))
+        rows_NxD = np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+        if len(self._memo) > self.max_texts:
+            self._memo = dict(list(self._memo.items())[-(self.max_texts // 2):])
+        return rows_NxD
+
+
+def cached(embedder: Embedder) -> CachedEmbedder:
+    """`embedder` with a memo (itself when it already has one)."""
+    return embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder)
 
 
 class LazyEmbedder:

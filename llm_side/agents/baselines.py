@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from llm_side.agents import prompting
-from llm_side.agents.base import LazyEmbedder, TranscriptAgent
+from llm_side.agents.base import CachedEmbedder, LazyEmbedder, TranscriptAgent
 from llm_side.harness.contracts import LLM, Decision, Embedder, Observation, TextEnv
 from muse_common.settings import build_options, integer_at_least, number_at_least, setting
 
@@ -110,21 +110,17 @@ class SayCanAgent(TranscriptAgent, LazyEmbedder):
         self._embedder, self.embedder_name = embedder, embedder_name
         self.n_candidates, self.value, self.value_top_k = n_candidates, value, value_top_k
         self._taken: Counter = Counter()
-        self._cache: dict[str, np.ndarray] = {}
+        self._memo: CachedEmbedder | None = None
 
     def begin_episode(self, obs: Observation, *, task_id: str, episode: int, env: TextEnv) -> None:
         super().begin_episode(obs, task_id=task_id, episode=episode, env=env)
         self._taken = Counter()
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings with a per-agent cache (the valid-action set repeats from step to step)."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if missing:
-            for t, e in zip(missing, self.embedder.encode(missing), strict=True):
-                self._cache[t] = np.asarray(e, dtype=np.float32)
-        if len(self._cache) > 50_000:
-            self._cache.clear()
-        return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 1), np.float32)
+        """Embeddings with a per-agent memo (the valid-action set repeats from step to step)."""
+        if self._memo is None:
+            self._memo = CachedEmbedder(self.embedder)
+        return self._memo.encode(texts) if texts else np.zeros((0, 1), np.float32)
 
     def _llm_value(self, actions: Sequence[str], observation: str) -> np.ndarray:
         out = []

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from llm_side.agents.base import cached
 from llm_side.harness.contracts import Embedder
 from muse_common.files import RunFileError, atomic_write_json, read_json_object
 
@@ -83,31 +84,25 @@ def examples_from_records(records: Iterable[dict[str, Any]]) -> list[SAExample]:
 class SelfAwarenessModel:
     """Frozen embedder + trainable MLP. `predict` gives success probabilities in [0, 1]."""
 
-    def __init__(self, embedder: Embedder, *, hidden: int = 256, seed: int = 0):
-        self.embedder = embedder
+    def __init__(self, embedder: Embedder, *, hidden: int = 256, seed: int = 0, task_input: bool = True):
+        self.embedder = cached(embedder)
         self.hidden = int(hidden)
+        self.task_input = bool(task_input)
         torch.manual_seed(seed)
         d = int(embedder.dim)
         self.mlp = nn.Sequential(nn.Linear(2 * d, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
                                  nn.Linear(hidden, 1))
-        self._cache: dict[str, np.ndarray] = {}
 
     # -- features ----------------------------------------------------------------------------------
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings (rows) of `texts`, each computed once per process."""
-        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if missing:
-            vecs_NxD = np.asarray(self.embedder.encode(missing), dtype=np.float32)
-            for t, v in zip(missing, vecs_NxD, strict=True):
-                self._cache[t] = v
-            if len(self._cache) > 50_000:  # bound memory on long runs; recent texts are re-embedded cheaply
-                self._cache = dict(list(self._cache.items())[-25_000:])
-        return np.stack([self._cache[t] if t in self._cache else
-                         np.asarray(self.embedder.encode([t]), dtype=np.float32)[0] for t in texts])
+        """Embeddings (rows) of `texts`; the frozen encoder runs once per text (`CachedEmbedder`)."""
+        return self.embedder.encode(texts)
 
     def features(self, tasks: Sequence[str], texts: Sequence[str]) -> torch.Tensor:
+        """concat(M(tau, P^e), M(I)); with `task_input` off, M("") in place of every task (a constant: the
+        variant that cannot tell games apart by their task text)."""
         s_NxD = self.embed(texts)
-        z_NxD = self.embed(tasks)
+        z_NxD = self.embed(tasks if self.task_input else [""] * len(tasks))
         return torch.from_numpy(np.concatenate([s_NxD, z_NxD], axis=1))
 
     # -- inference ---------------------------------------------------------------------------------
@@ -167,7 +162,8 @@ class SelfAwarenessModel:
         torch.save(self.mlp.state_dict(), tmp)
         tmp.replace(folder / WEIGHTS_FILE)
         atomic_write_json(folder / META_FILE, {"embedder": self.embedder.name, "dim": int(self.embedder.dim),
-                                               "hidden": self.hidden, "format": 1})
+                                               "hidden": self.hidden, "task_input": self.task_input,
+                                               "format": 1})
         return folder
 
     @classmethod
@@ -188,7 +184,11 @@ class SelfAwarenessModel:
                 f"M_sa in {folder} was trained on embedder '{meta.get('embedder')}' (dim {meta.get('dim')}) but "
                 f"'{embedder.name}' (dim {embedder.dim}) is loaded; load the same embedder "
                 "(MUSE_LLM_EMBEDDER / --agent-opt embedder=...) or retrain M_sa.")
-        model = cls(embedder, hidden=int(meta["hidden"]))
+        task_input = meta.get("task_input", True)  # absent in files written before the variant existed
+        if not isinstance(task_input, bool):
+            raise RunFileError(meta_path, "an M_sa meta file", f"'task_input' is {task_input!r}, not true or false",
+                               retrain)
+        model = cls(embedder, hidden=int(meta["hidden"]), task_input=task_input)
         model.mlp.load_state_dict(torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True))
         model.mlp.eval()
         return model

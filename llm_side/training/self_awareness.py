@@ -8,12 +8,14 @@ last, so its presence marks a finished stage.
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from llm_side.agents import self_awareness as sa
+from llm_side.agents.base import cached
 from llm_side.agents.muse import REPLAY_FILE
 from llm_side.harness.contracts import Embedder
 from muse_common import metrics
@@ -46,22 +48,6 @@ LOOP_ANSWER = "Nothing happens."
 """ALFWorld's answer to an action that does nothing: the control below counts it."""
 
 
-class _CachedEmbedder:
-    """An embedder that encodes each text once across the folds of `leave_one_game_out`."""
-
-    def __init__(self, inner: Embedder):
-        self.inner, self.name, self.dim = inner, inner.name, inner.dim
-        self._memo: dict[str, Any] = {}
-
-    def encode(self, texts: Any) -> Any:
-        import numpy as np
-
-        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
-        if missing:
-            self._memo.update(zip(missing, np.asarray(self.inner.encode(missing), dtype=np.float32), strict=True))
-        return np.stack([self._memo[t] for t in texts])
-
-
 def loop_control(chunk: str) -> float:
     """The control score of a chunk, with no training: minus the share of its steps that ALFWorld answered
     'Nothing happens.' (a failing small model repeats actions that do nothing). M_sa must beat this to have
@@ -70,17 +56,69 @@ def loop_control(chunk: str) -> float:
     return -chunk.count(LOOP_ANSWER) / max(len(steps), 1)
 
 
+def without_task(examples: Iterable[sa.SAExample]) -> list[sa.SAExample]:
+    """The ablation of M_sa's task input: every example's task text blanked, so the MLP sees one constant
+    task embedding and can only use the chunk (with its plan). Paper 000's M_sa embeds the task; a score that
+    drops without it on novel games was telling games apart, not progress."""
+    return [dataclasses.replace(e, task="") for e in examples]
+
+
+def without_input(examples: Iterable[sa.SAExample]) -> list[sa.SAExample]:
+    """Task and chunk both blanked: an M_sa that can learn only its training data's share of won chunks. On
+    novel games it scores every chunk alike (AUROC 0.5); in `leave_one_game_out` it measures what the folds
+    alone do to a pooled AUROC: holding out a won game lowers the fold's share of wins, so an M_sa that reads
+    nothing scores the won game's chunks below the lost games' (AUROC below 0.5)."""
+    return [dataclasses.replace(e, task="", chunk="") for e in examples]
+
+
+VARIANTS: dict[str, Callable[[list[sa.SAExample]], list[sa.SAExample]]] = {
+    "msa": list, "msa_without_task": without_task, "msa_without_input": without_input}
+"""The M_sa inputs scored side by side: the paper's (chunk + plan, task), the ablation without the task, and
+the one without any input (the folds' base rate alone)."""
+
+
+def _fit_and_score(train: list[sa.SAExample], test: list[sa.SAExample], embedder: Embedder, *, epochs: int,
+                   lr: float, hidden: int, seed: int) -> dict[str, list[float]]:
+    """Each variant's M_sa trained on `train` (as `train_msa` does) scoring `test`, and the control's scores."""
+    out: dict[str, list[float]] = {}
+    for name, view in VARIANTS.items():
+        model = sa.SelfAwarenessModel(embedder, hidden=hidden, seed=seed)
+        model.fit(view(train), epochs=epochs, lr=lr, seed=seed)
+        rows = view(test)
+        out[name] = [float(x) for x in model.predict([e.task for e in rows], [e.chunk for e in rows])]
+    out["control"] = [loop_control(e.chunk) for e in test]
+    return out
+
+
+def _auroc_summary(scores: dict[str, list[float]], labels: list[bool], groups: list[str],
+                   seed: int) -> dict[str, Any]:
+    """AUROC of each scoring with its game-resampled 95% interval, each M_sa variant minus the control and each
+    ablation minus the paper's M_sa, paired on the same resampled games (`metrics.auroc_difference_by_group`)."""
+    out: dict[str, Any] = {}
+    for name, values in scores.items():
+        lo, hi = metrics.auroc_interval_by_group(values, labels, groups, seed=seed)
+        out[name] = {"auroc": metrics.auroc(values, labels), "auroc_ci95": [lo, hi]}
+        for other in ("control", "msa"):
+            if name not in ("control", other) and other in scores:
+                d, dlo, dhi = metrics.auroc_difference_by_group(values, scores[other], labels, groups, seed=seed)
+                out[name][f"minus_{other}"] = {"auroc": d, "ci95": [dlo, dhi]}
+    out["control"]["what"] = "minus the share of the chunk's steps answered 'Nothing happens.'"
+    return out
+
+
 def leave_one_game_out(records: Iterable[dict[str, Any]], embedder: Embedder, *, epochs: int = 30,
                        lr: float = 1e-3, hidden: int = 256, seed: int = 0) -> dict[str, Any]:
     """M_sa on games it has not seen (paper 000 §4.2.2 scores M_sa on novel tasks): for each game, an M_sa
     trained as `train_msa` does on the other games' chunks scores that game's chunks; the AUROC is over all
     games' chunks pooled, with a 95% interval from resampling games (`auroc_interval_by_group`), beside the
-    same for `loop_control`. A fold whose training games hold one outcome class is left out and counted."""
+    same for `loop_control` and for the ablations (`VARIANTS`). A fold whose training games hold one outcome
+    class is left out and counted. Pooling folds biases the AUROC downwards (`without_input` says why and
+    measures by how much): with few games, read M_sa against its `msa_without_input` row, or use
+    `novel_games`, which trains once and has no folds."""
     records = [r for r in records if r.get("actions")]
     games = sorted({str(r["task"]) for r in records})
-    cached = _CachedEmbedder(embedder)
-    scores: list[float] = []
-    control: list[float] = []
+    memo = cached(embedder)
+    scores: dict[str, list[float]] = {}
     labels: list[bool] = []
     groups: list[str] = []
     skipped = 0
@@ -92,27 +130,55 @@ def leave_one_game_out(records: Iterable[dict[str, Any]], embedder: Embedder, *,
         if len({e.label > 0.5 for e in train}) < 2:
             skipped += 1
             continue
-        model = sa.SelfAwarenessModel(cached, hidden=hidden, seed=seed)
-        model.fit(train, epochs=epochs, lr=lr, seed=seed)
-        scores.extend(float(x) for x in model.predict([e.task for e in test], [e.chunk for e in test]))
-        control.extend(loop_control(e.chunk) for e in test)
+        for name, values in _fit_and_score(train, test, memo, epochs=epochs, lr=lr, hidden=hidden,
+                                           seed=seed).items():
+            scores.setdefault(name, []).extend(values)
         labels.extend(e.label > 0.5 for e in test)
         groups.extend([game] * len(test))
     won = sorted({g for g, y in zip(groups, labels, strict=True) if y})
     out: dict[str, Any] = {"games": len(games), "folds": len(set(groups)), "folds_one_class_train": skipped,
                            "games_won": len(won), "chunks": len(labels), "positive": sum(labels)}
-    for name, values in (("msa", scores), ("control", control)):
-        lo, hi = metrics.auroc_interval_by_group(values, labels, groups, seed=seed)
-        out[name] = {"auroc": metrics.auroc(values, labels), "auroc_ci95": [lo, hi]}
-    out["control"]["what"] = "minus the share of the chunk's steps answered 'Nothing happens.'"
-    return out
+    if not scores:
+        scores = {name: [] for name in (*VARIANTS, "control")}
+    return {**out, **_auroc_summary(scores, labels, groups, seed)}
+
+
+def novel_games(train_records: Iterable[dict[str, Any]], test_records: Iterable[dict[str, Any]],
+                embedder: Embedder, *, epochs: int = 30, lr: float = 1e-3, hidden: int = 256,
+                seed: int = 0) -> dict[str, Any]:
+    """M_sa trained on the whole collection (`train_records`, the train games) scoring the chunks of episodes
+    played on other games (`test_records`, e.g. an agent's run on eval_out_of_distribution games): the
+    novel-task self-awareness of paper 000 §4.2.2, beside `loop_control` and the ablation without the task
+    input, with intervals from resampling the test games. Test games that are also train games are refused:
+    they would not be novel."""
+    train_records = [r for r in train_records if r.get("actions")]
+    test_records = [r for r in test_records if r.get("actions")]
+    shared = {str(r["task"]) for r in train_records} & {str(r["task"]) for r in test_records}
+    if shared:
+        raise ValueError(f"{len(shared)} test game(s) are also train games (e.g. {sorted(shared)[0]}); "
+                         "novel-game scores need games M_sa was not trained on.")
+    train = sa.examples_from_records(train_records)
+    test = sa.examples_from_records(test_records)
+    if len({e.label > 0.5 for e in train}) < 2:
+        raise ValueError("the train records hold one outcome class only: M_sa would learn a constant.")
+    groups = [g for r in test_records for g in [str(r["task"])] * len(sa.examples_from_record(r))]
+    labels = [e.label > 0.5 for e in test]
+    scores = _fit_and_score(train, test, cached(embedder), epochs=epochs, lr=lr, hidden=hidden,
+                            seed=seed)
+    counts = {"train_games": len({str(r["task"]) for r in train_records}), "train_chunks": len(train),
+              "train_positive": sum(e.label > 0.5 for e in train), "games": len(set(groups)),
+              "games_won": len({g for g, y in zip(groups, labels, strict=True) if y}), "episodes": len(test_records),
+              "chunks": len(test), "positive": sum(labels)}
+    return {**counts, **_auroc_summary(scores, labels, groups, seed)}
 
 
 def train_msa(records: Iterable[dict[str, Any]], embedder: Embedder, out_dir: str | Path, *, epochs: int = 30,
               lr: float = 1e-3, hidden: int = 256, val_fraction: float = 0.0, seed: int = 0,
-              allow_one_class: bool = False, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+              allow_one_class: bool = False, task_input: bool = True,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fit M_sa on the chunks of `records` and save it to `out_dir`; returns the metrics written (with
-    `extra`, e.g. `leave_one_game_out`'s, in the same file).
+    `extra`, e.g. `leave_one_game_out`'s, in the same file). `task_input=False` trains the variant without
+    the task input (`SelfAwarenessModel`; not the paper's M_sa: benchmarks/msa_novel.py measures both).
     Chunks of one outcome class only are refused (unless `allow_one_class`): M_sa would learn the
     constant and report accuracy 1.0 while telling nothing apart."""
     records = [r for r in records if r.get("actions")]
@@ -127,7 +193,7 @@ def train_msa(records: Iterable[dict[str, Any]], embedder: Embedder, out_dir: st
         raise ValueError(f"M_sa training data has one class only: all {len(train)} chunks come from {kind} "
                          "episodes, so M_sa would learn a constant (accuracy 1.0, no information); collect both "
                          "outcomes (alfworld-pipeline seeds successes with ALFWorld's expert: --expert-share).")
-    model = sa.SelfAwarenessModel(embedder, hidden=hidden, seed=seed)
+    model = sa.SelfAwarenessModel(embedder, hidden=hidden, seed=seed, task_input=task_input)
     before = model.loss(train)
     history = model.fit(train, epochs=epochs, lr=lr, seed=seed)
     out = Path(out_dir)
@@ -136,6 +202,6 @@ def train_msa(records: Iterable[dict[str, Any]], embedder: Embedder, out_dir: st
                                               for e in train))
     result = {"examples": len(train), "positive": sum(e.label for e in train), "loss_before": before,
               "loss_history": history, "train": evaluate(model, train), "val": evaluate(model, val),
-              "embedder": embedder.name, **(extra or {})}
+              "embedder": embedder.name, "task_input": task_input, **(extra or {})}
     atomic_write_json(out / METRICS_FILE, result)
     return result

@@ -352,15 +352,31 @@ def completion_nll(model: Any, tok: Any, rows: Sequence[dict[str, str]]) -> floa
     return total / max(count, 1)
 
 
-def greedy_actions(model: Any, tok: Any, rows: Sequence[dict[str, str]], max_new_tokens: int = 24) -> list[str]:
-    """The greedy next action (first line after the '>' cue) of `model` at each row's prompt."""
+GREEDY_MIN_TOKENS = 24
+"""The fewest new tokens a greedy action gets (an ALFWorld action is a few words)."""
+GREEDY_MARGIN_TOKENS = 8
+"""New tokens beyond the recorded line's own: room for its newline and for a longer line to show as one."""
+
+
+def greedy_budget(tok: Any, recorded: str) -> int:
+    """New tokens for a greedy action compared with `recorded`: enough to write the whole recorded line and
+    more, so that a long `think:` line is never cut short and counted a mismatch."""
+    line = recorded.strip().split("\n", 1)[0]
+    return max(GREEDY_MIN_TOKENS, len(tok(line, add_special_tokens=False).input_ids) + GREEDY_MARGIN_TOKENS)
+
+
+def greedy_actions(model: Any, tok: Any, rows: Sequence[dict[str, str]],
+                   max_new_tokens: int | None = None) -> list[str]:
+    """The greedy next action (first line after the '>' cue) of `model` at each row's prompt, each given
+    `greedy_budget` new tokens for its row's recorded completion (or `max_new_tokens`)."""
     import torch
 
     out = []
     with torch.inference_mode():
         for row in rows:
             ids = tok(row["prompt"], return_tensors="pt", add_special_tokens=False).input_ids
-            gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+            budget = max_new_tokens or greedy_budget(tok, row.get("completion", ""))
+            gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=budget,
                                  do_sample=False, use_cache=True, pad_token_id=tok.pad_token_id)
             text = tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True)
             out.append(text.strip().split("\n", 1)[0].strip())

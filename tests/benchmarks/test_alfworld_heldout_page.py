@@ -44,7 +44,8 @@ def test_the_server_processor_and_days_come_from_the_episodes(tmp_path: Path) ->
     made = {"server": SERVER, "cpu_model": CPU, "finished": "2026-11-29T17:02:11Z"}
     page = alfworld_heldout(folder(tmp_path, [False, True, False], made))
     assert "muse-llm serve --model qwen1.5b --engine llama.cpp --threads 2 --port 8093 &" in page
-    assert "Machine: Intel Xeon (family 6 model 167; amx, avx512, avx2) (3 episodes); finished 2026-11-29" in page
+    assert "Machine: Intel Xeon (family 6 model 167; amx, avx512, avx2) (3 episodes); episodes played 2026-11-29" \
+        in page
     assert "carry no date" not in page
     page = alfworld_heldout(folder(tmp_path / "b", [False], {**made, "server": {**SERVER, "n_ctx": 4096}}))
     assert "--engine llama.cpp --threads 2 --n-ctx 4096 --port 8093 &" in page  # only a context that is not the default
@@ -116,3 +117,51 @@ def test_an_algorithm_3_collection_shows_its_wins_by_trial_and_its_pipeline_comm
     (pipe / "actor_sft" / "metrics.json").write_text("{broken")
     page = alfworld_heldout(tmp_path)  # a malformed metrics file is left out, not a traceback
     assert "**M_sa**" not in page and "**SFT" not in page and "skipped: no DPO pair" in page
+
+
+def _msa_record(seed: int, msa: float, without_task: float, loo_base: float) -> dict:
+    def scored(auroc: float, diff: tuple[float, float, float] | None) -> dict:
+        out = {"auroc": auroc, "auroc_ci95": [auroc - 0.2, min(auroc + 0.1, 1.0)]}
+        if diff:
+            out["minus_control"] = {"auroc": diff[0], "ci95": [diff[1], diff[2]]}
+        return out
+
+    novel = {"train_games": 10, "train_chunks": 228, "train_positive": 20, "games": 20, "games_won": 5,
+             "chunks": 214, "msa": scored(msa, (msa - 0.77, msa - 0.99, msa - 0.74)),
+             "msa_without_task": {**scored(without_task, (without_task - 0.77, -0.16, 0.2)),
+                                  "minus_msa": {"auroc": without_task - msa, "ci95": [0.05, 0.5]}},
+             "msa_without_input": scored(0.5, (-0.27, -0.34, -0.19)), "control": scored(0.77, None)}
+    loo = {"games": 10, "games_won": 3, "msa": scored(0.6, (-0.2, -0.6, 0.1)), "msa_without_task": scored(0.5, None),
+           "msa_without_input": scored(loo_base, (-0.7, -0.8, -0.6)), "control": scored(0.83, None)}
+    return {"benchmark": "msa_novel", "collect": "docs/llm/alg3/qwen1.5b/collect",
+            "heldout": "docs/llm/alfworld_heldout/react-qwen1.5b", "heldout_run": {"agent": "react",
+            "model": "openai:http://127.0.0.1:8093/v1:qwen1.5b"}, "epochs": 30, "seed": seed,
+            "novel_games": novel, "train_games_left_out": loo, "seconds": 60.0, "commit": "abc1234",
+            "date": "2026-12-07", "cpu_model": CPU}
+
+
+def test_msa_on_novel_games_reads_each_scoring_against_the_control_and_names_the_fold_bias(tmp_path: Path) -> None:
+    """The M_sa section: one row per scoring and setting, a sentence per M_sa against the control from its paired
+    interval, the seeds' spread, the fold bias only when the no-input M_sa shows it; a record without its two
+    parts is left out."""
+    from benchmarks.pages import MSA_NOVEL_RECORDS
+
+    docs = folder(tmp_path, [False, True, False])
+    path = docs / MSA_NOVEL_RECORDS
+    lines = [_msa_record(0, 0.54, 0.82, 0.06), {"benchmark": "msa_novel", "novel_games": 3},
+             _msa_record(1, 0.52, 0.80, 0.03)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    page = alfworld_heldout(docs)
+    section = page[page.index("## M_sa on novel games"):]
+    assert "M_sa scores below the control (difference -0.25 (-0.47 to -0.22))." in section
+    assert "that ablation" in section and "includes zero" in section
+    assert "Over the 2 seeds of M_sa's training recorded for this pair of folders, M_sa scores 0.52 to 0.54 " \
+           "with the paper's input and 0.80 to 0.82 without the task." in section
+    assert "biased below 0.5" in section
+    assert "dropping the task input changes the AUROC by 0.28 (0.05 to 0.50)." in section
+    assert section.count("| 20 held-out games (react qwen1.5b through a local server) |") == 8
+    assert section.count("| 10 train games, one left out at a time |") == 8
+    path.write_text(json.dumps(_msa_record(0, 0.54, 0.82, 0.5)) + "\n")
+    assert "biased below 0.5" not in alfworld_heldout(docs) and "Over the" not in alfworld_heldout(docs)
+    path.write_text("")
+    assert "## M_sa on novel games" not in alfworld_heldout(docs)

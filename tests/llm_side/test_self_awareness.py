@@ -61,6 +61,23 @@ def test_fit_lowers_loss_and_save_load_checks_embedder(tmp_path):
         train_msa([{"task": "x", "actions": []}], BowEmbedder(), tmp_path / "empty")
 
 
+def test_msa_without_task_input_ignores_the_task_and_keeps_it_saved(tmp_path):
+    """The named variant (`--sa-without-task`): two tasks read the same to it, the setting survives save and
+    load, and a meta file whose `task_input` is not a bool is refused in one line."""
+    recs = [_record(f"s{i}", True, 4) for i in range(4)] + [_record(f"f{i}", False, 4) for i in range(4)]
+    out = train_msa(recs, BowEmbedder(), tmp_path / "msa", epochs=20, hidden=16, task_input=False)
+    assert out["task_input"] is False
+    model = sa.SelfAwarenessModel.load(tmp_path / "msa", BowEmbedder())
+    assert model.task_input is False
+    pairs = [("look", "obs")]
+    assert model.score("task s0", "go win", pairs) == model.score("something else", "go win", pairs)
+    assert sa.SelfAwarenessModel(BowEmbedder()).task_input is True
+    meta = tmp_path / "msa" / sa.META_FILE
+    meta.write_text(meta.read_text().replace("false", '"no"'))
+    with pytest.raises(ValueError, match="'task_input' is 'no', not true or false"):
+        sa.SelfAwarenessModel.load(tmp_path / "msa", BowEmbedder())
+
+
 def test_split_by_task_holds_out_whole_tasks():
     recs = [_record(f"t{i}", i % 2 == 0, 2) for i in range(10) for _ in range(2)]
     train, val = split_by_task(recs, 0.3, seed=1)
@@ -91,11 +108,11 @@ def test_msa_on_real_alfworld_records(tmp_path):
     assert 0.5 < auc <= 1.0
 
 
-def _game(task, won, loop_share, word):
+def _game(task, won, loop_share, word, kind="put"):
     """An episode of 8 steps: `loop_share` of each 4-step chunk answered 'Nothing happens.', the rest `word`."""
     n_loop = round(4 * loop_share)
     obs = (["Nothing happens."] * n_loop + [f"You see a {word}."] * (4 - n_loop)) * 2
-    return {"task": task, "task_text": f"put a thing in place {task}", "success": won,
+    return {"task": task, "task_text": f"{kind} a thing in place {task}", "success": won,
             "actions": [f"go to place {i}" for i in range(8)], "observations": obs}
 
 
@@ -125,3 +142,55 @@ def test_auroc_interval_resamples_groups():
     assert all(math.isnan(x) for x in metrics.auroc_interval_by_group(scores, labels, ["a"] * 4))
     lo, hi = metrics.auroc_interval_by_group([0.9, 0.1, 0.8, 0.7, 0.3, 0.6], [1, 0, 1, 0, 1, 0], list("aabbcc"))
     assert 0 <= lo < hi <= 1
+
+
+def test_the_ablations_show_a_task_shortcut_and_the_folds_bias():
+    """Won and lost episodes that read the same but whose tasks are of two kinds (every 'clean' game won,
+    every 'cool' game lost): M_sa separates unseen games through the task text alone, and the ablation
+    without the task cannot. Left one game out, an M_sa that sees nothing scores below chance (a held-out
+    won game lowers its fold's share of wins), and the one without the task does exactly that; trained once
+    and scored on novel games, it is at chance."""
+    from llm_side.training.self_awareness import leave_one_game_out, novel_games
+
+    def games(prefix, n):
+        return [_game(f"{prefix}{i}{won}", won, 0.5, "key", kind="clean" if won else "cool")
+                for i in range(n) for won in (True, False)]
+
+    m = leave_one_game_out(games("g", 5), BowEmbedder(), epochs=40)
+    assert m["msa"]["auroc"] > 0.9 and m["msa"]["minus_control"]["auroc"] > 0.4
+    assert m["msa_without_input"]["auroc"] < 0.1
+    assert m["msa_without_task"]["auroc"] == pytest.approx(m["msa_without_input"]["auroc"])
+    n = novel_games(games("t", 4), games("n", 3), BowEmbedder(), epochs=40)
+    assert n["msa"]["auroc"] > 0.9
+    assert n["msa_without_task"]["auroc"] == n["msa_without_input"]["auroc"] == pytest.approx(0.5)
+    assert n["msa_without_task"]["minus_control"]["auroc"] == pytest.approx(0.0)
+
+
+def test_msa_on_novel_games_trains_on_all_train_games():
+    """Trained on the collection's games, scored on other games' episodes: the words that mark a win carry
+    over and the loop control, blind to them, stays at chance; a test game that is also a train game, or a
+    collection of one outcome class, is refused in one line."""
+    from llm_side.training.self_awareness import novel_games
+
+    train = [_game(f"t{i}", won, 0.5, "key" if won else "rock") for i in range(4) for won in (True, False)]
+    test = [_game(f"n{i}", won, 0.5, "key" if won else "rock") for i in range(3) for won in (True, False)]
+    m = novel_games(train, test, BowEmbedder(), epochs=40)
+    assert (m["train_games"], m["games"], m["games_won"], m["episodes"], m["chunks"]) == (4, 3, 3, 6, 12)
+    assert m["msa"]["auroc"] > 0.9 and m["control"]["auroc"] == 0.5
+    lo, hi = m["msa"]["minus_control"]["ci95"]
+    assert 0 < lo <= m["msa"]["minus_control"]["auroc"] <= hi
+    with pytest.raises(ValueError, match="also train games"):
+        novel_games(train, train[:2], BowEmbedder(), epochs=1)
+    with pytest.raises(ValueError, match="one outcome class"):
+        novel_games([r for r in train if not r["success"]], test, BowEmbedder(), epochs=1)
+
+
+def test_auroc_difference_is_paired_over_resampled_groups():
+    labels = [True, False] * 4
+    groups = list("aabbccdd")
+    good, noise = [0.9, 0.1] * 4, [0.2, 0.8, 0.9, 0.1, 0.3, 0.7, 0.6, 0.4]
+    d, lo, hi = metrics.auroc_difference_by_group(good, noise, labels, groups, draws=300)
+    assert d == pytest.approx(1.0 - metrics.auroc(noise, labels)) and d > 0 and lo <= d <= hi
+    assert metrics.auroc_difference_by_group(noise, noise, labels, groups, draws=100) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="same rows"):
+        metrics.auroc_difference_by_group(good, noise[:3], labels, groups)

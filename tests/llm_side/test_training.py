@@ -255,6 +255,8 @@ def test_pipeline_train_sa_stage_is_resumable(tmp_path, monkeypatch):
     monkeypatch.setattr("llm_side.training.self_awareness.train_msa",
                         lambda *a, **k: pytest.fail("a finished stage must not retrain"))
     assert pipe.stage_train_sa(cfg, embedder=BowEmbedder())["examples"] == 6
+    with pytest.raises(pipe.UsageError, match="trained with its task input.*drop --sa-without-task"):
+        pipe.stage_train_sa(pipe.PipelineConfig(out=tmp_path, sa_epochs=5, sa_task_input=False), BowEmbedder())
     with pytest.raises(ValueError, match="unknown pipeline stage"):
         pipe.run_stage(cfg, "nope")
     with pytest.raises(FileNotFoundError, match="--stage collect"):
@@ -344,3 +346,34 @@ def test_staging_removes_the_temp_folder_of_a_killed_stage_only(tmp_path):
         (tmp / "done").write_text("1")
     assert (tmp_path / "actor" / "done").is_file()
     assert not dead.exists() and live.exists() and other.exists()
+
+
+def test_greedy_actions_get_room_for_the_whole_recorded_line():
+    """A recorded `think:` line longer than the fixed minimum gets the tokens to be written out in full (it
+    was cut at 24 and counted a mismatch); a short action keeps the minimum."""
+    import torch
+
+    class Tok:
+        pad_token_id = 0
+
+        def __call__(self, text, return_tensors=None, add_special_tokens=False):
+            ids = [1 + i for i, _ in enumerate(text.split())]
+            return type("Enc", (), {"input_ids": torch.tensor([ids]) if return_tensors else ids})()
+
+        def decode(self, ids, skip_special_tokens=True):
+            return " ".join("w" for _ in ids) + "\n> next"
+
+    class Model:
+        budgets: list[int] = []
+
+        def generate(self, input_ids, max_new_tokens, **_):
+            self.budgets.append(max_new_tokens)
+            return torch.cat([input_ids, torch.ones(1, max_new_tokens, dtype=torch.long)], dim=1)
+
+    long_line = "think: " + " ".join(["w"] * 40)
+    rows = [{"prompt": "room\n>", "completion": f" {long_line}\n"}, {"prompt": "room\n>", "completion": " look\n"}]
+    model = Model()
+    acts = sft.greedy_actions(model, Tok(), rows)
+    assert model.budgets == [41 + sft.GREEDY_MARGIN_TOKENS, sft.GREEDY_MIN_TOKENS]
+    assert len(acts[0].split()) == 41 + sft.GREEDY_MARGIN_TOKENS
+    assert sft.greedy_actions(model, Tok(), rows[:1], max_new_tokens=5) == ["w w w w w"]

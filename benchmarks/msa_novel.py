@@ -1,0 +1,103 @@
+"""M_sa on novel games: does MUSE-LLM's self-awareness model tell won from lost chunks of games it never saw?
+
+Why: paper 000 §4.2.2 scores M_sa on novel tasks. Algorithm 3's `train-sa` stage scores it leave-one-game-out
+on the collection's own train games (`unseen_games` in its metrics); this script scores it on games of
+another split, played by another run: M_sa trained once on a kept collection (`alfworld-pipeline --stage
+collect` folder: the agent's own episodes on train games) scores every 4-step chunk of a kept `muse-llm run`
+folder on held-out games (e.g. ReAct on the 20 eval_out_of_distribution games of the study). Beside it, on
+the same chunks: the no-training loop control (`training.self_awareness.loop_control`) and the ablations
+without the task input and without any input (`VARIANTS`), each with a 95% interval from resampling the
+held-out games and its difference from the control, paired on the same resampled games. The collection's
+leave-one-game-out figures are recomputed with the same ablations. The last line printed is one JSON
+object; `--out` appends it to a JSON lines file that the held-out page renders.
+
+    python benchmarks/msa_novel.py --collect docs/llm/alg3/qwen1.5b/collect \\
+        --heldout docs/llm/alfworld_heldout/react-qwen1.5b --out docs/llm/msa_novel.jsonl
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script from a checkout: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.report import emit_record, git_commit  # noqa: E402
+
+
+def _run_facts(folder: Path) -> dict[str, Any]:
+    """The agent and model a run folder's `run.json` names (empty where it has none or is malformed)."""
+    from muse_common.files import RunFileError, read_json_object
+
+    try:
+        run = read_json_object(folder / "run.json", "a run's settings file", "rerun the command that made it")
+    except (OSError, RunFileError):
+        return {}
+    return {k: run[k] for k in ("agent", "model") if isinstance(run.get(k), str)}
+
+
+def read_folders(collect: Path, heldout: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The finished episodes of both folders, checked before any model loads: each holds some, and no held-out
+    game is a train game (it would not be novel). Raises one-line errors (a malformed record: `RecordError`)."""
+    from llm_side.harness.records import load_records
+
+    train, test = load_records(collect), load_records(heldout)
+    for folder, recs in ((collect, train), (heldout, test)):
+        if not recs:
+            raise ValueError(f"{folder} holds no finished episode (no episodes.jsonl records); give a kept run folder")
+    shared = {str(r["task"]) for r in train} & {str(r["task"]) for r in test}
+    if shared:
+        raise ValueError(f"{len(shared)} game(s) of {heldout} are also train games of {collect} (e.g. "
+                         f"{sorted(shared)[0]}); give a run on other games")
+    return train, test
+
+
+def measure(collect: Path, heldout: Path, embedder: Any, *, epochs: int = 30, seed: int = 0,
+            records: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """The record: M_sa trained on `collect`'s episodes, scored on `heldout`'s games and left-one-out
+    (`records`: the two folders' episodes when already read by `read_folders`)."""
+    from llm_side.training.self_awareness import leave_one_game_out, novel_games
+
+    train, test = records or read_folders(collect, heldout)
+    start = time.perf_counter()
+    novel = novel_games(train, test, embedder, epochs=epochs, seed=seed)
+    loo = leave_one_game_out(train, embedder, epochs=epochs, seed=seed)
+    return {"benchmark": "msa_novel", "collect": str(collect), "collect_run": _run_facts(collect),
+            "heldout": str(heldout), "heldout_run": _run_facts(heldout), "embedder": getattr(embedder, "name", "?"),
+            "epochs": epochs, "seed": seed, "novel_games": novel, "train_games_left_out": loo,
+            "seconds": round(time.perf_counter() - start, 1), "commit": git_commit(),
+            "date": time.strftime("%Y-%m-%d")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from llm_side.backends import load_embedder
+    from muse_common.arg_parser import ArgumentParser, path_text_arg
+    from muse_common.files import RunFileError
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--collect", type=path_text_arg, required=True,
+                   help="a kept `alfworld-pipeline --stage collect` folder (M_sa trains on its episodes)")
+    p.add_argument("--heldout", type=path_text_arg, required=True,
+                   help="a kept `muse-llm run` folder on other games (M_sa scores its chunks)")
+    p.add_argument("--epochs", type=int, default=30, help="M_sa training epochs (train-sa's default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--embedder", default=None, help="sentence encoder folder (default: the packaged MiniLM)")
+    p.add_argument("--out", default=None, help="also append the JSON record to this JSON lines file")
+    args = p.parse_args(argv)
+    try:
+        collect, heldout = Path(args.collect), Path(args.heldout)
+        records = read_folders(collect, heldout)
+        record = measure(collect, heldout, load_embedder(args.embedder), epochs=args.epochs, seed=args.seed,
+                         records=records)
+    except (ValueError, OSError, RunFileError) as err:  # RecordError is a ValueError
+        print(f"msa_novel: error: {err}", file=sys.stderr)
+        return 2
+    emit_record(record, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
