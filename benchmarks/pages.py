@@ -1666,6 +1666,55 @@ def _run_command(folder: Path, run: dict[str, Any], eps: list[dict[str, Any]]) -
             f"--model {model} --out docs/{LLM_RUNS}/{folder.name}")
 
 
+def _games_won(run: dict[str, Any], eps: list[dict[str, Any]]) -> dict[str, tuple[bool, bool]]:
+    """Per game a run played in full (all its `episodes`): (won its first episode, won any episode)."""
+    by_game: dict[str, dict[int, bool]] = defaultdict(dict)
+    for x in eps:
+        by_game[str(x["task"])][int(x.get("episode", 0))] = bool(x.get("success"))
+    full = int(run["episodes"])
+    return {g: (e.get(0, False), any(e.values())) for g, e in by_game.items() if len(e) >= full}
+
+
+def _paired_runs(runs: list[tuple[str, dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
+    """Kept runs of the same model set against each other on the games both played in full: wins in the first
+    episode (the same budget) and in any episode (Reflexion's later trials included), exact McNemar tests."""
+    from muse_common.metrics import mcnemar_exact
+
+    rows, sentences, commands = [], [], []
+    for i, (name_a, run_a, eps_a) in enumerate(runs):
+        for name_b, run_b, eps_b in runs[i + 1:]:
+            if run_a["model"] != run_b["model"]:
+                continue
+            a, b = _games_won(run_a, eps_a), _games_won(run_b, eps_b)
+            games = sorted(set(a) & set(b))
+            if not games:
+                continue
+            for k, budget, said in ((0, "first episode of each", "in their first episodes"),
+                                    (1, "any episode of each", "in any of their episodes")):
+                won_a, won_b = sum(a[g][k] for g in games), sum(b[g][k] for g in games)
+                only_a = sum(a[g][k] and not b[g][k] for g in games)
+                only_b = sum(b[g][k] and not a[g][k] for g in games)
+                p = mcnemar_exact(only_a, only_b)
+                rows.append([f"{run_a['agent']} / {run_b['agent']}", budget, len(games), won_a, won_b, only_a,
+                             only_b, f"{p:.2f}"])
+                sentences.append(f"{said}, {run_a['agent']} won {won_a} and {run_b['agent']} {won_b} of "
+                                 f"{len(games)} games (exact McNemar p = {p:.2f}"
+                                 + ("" if p < 0.05 else ": not told apart at this size") + ")")
+            if int(run_a["episodes"]) != int(run_b["episodes"]):
+                more, fewer = sorted((run_a, run_b), key=lambda r: -int(r["episodes"]))
+                sentences[-1] += (f"; {more['agent']} has {more['episodes']} episodes a game against "
+                                  f"{fewer['agent']}'s {fewer['episodes']}, so 'any episode' gives it more tries")
+            commands += [f"# {name_a} and {name_b}: the commands of their sections above"]
+    if not rows:
+        return []
+    shows = "On the games both runs of a model played in full: " + "; ".join(sentences) + "."
+    return ["", "## Agents paired by game", "",
+            about(command="\n".join(commands), machine="as in each run's section", budget="the runs' own",
+                  seeds="each run's", shows=shows, data=f"`docs/{LLM_RUNS}/*/episodes.jsonl`"),
+            table(["agents (A / B)", "wins counted in", "games", "A won", "B won", "only A", "only B",
+                   "McNemar p"], rows)]
+
+
 def _made_on(eps: list[dict[str, Any]]) -> str:
     """Where and when a run folder's episodes were played: each processor (`cpu_model`) with its episodes, and
     the days they finished (`finished`); episodes recorded before records named them are counted as such."""
@@ -1955,9 +2004,13 @@ def alfworld_heldout(docs: Path) -> str:
     folders = sorted(f for f in (docs / LLM_RUNS).glob("*") if (f / "run.json").exists())
     if not folders:
         out += ["No runs kept yet.", ""]
+    kept = []
     for folder in folders:
         run = json.loads((folder / "run.json").read_text())
         out += _run_section(docs, folder, run, f"{run['agent']}, {_served_name(run['model'])}")
+        kept.append((folder.name, run, read_lines(folder / "episodes.jsonl") if (folder / "episodes.jsonl").exists()
+                     else []))
+    out += _paired_runs(kept)
     collections = sorted(f / "collect" for f in (docs / ALG3_RUNS).glob("*") if (f / "collect" / "run.json").exists())
     if collections:
         out += ["", "## Algorithm 3's collection on the train games", "",

@@ -165,3 +165,26 @@ def test_msa_on_novel_games_reads_each_scoring_against_the_control_and_names_the
     assert "biased below 0.5" not in alfworld_heldout(docs) and "Over the" not in alfworld_heldout(docs)
     path.write_text("")
     assert "## M_sa on novel games" not in alfworld_heldout(docs)
+
+
+def test_two_runs_of_one_model_are_paired_by_the_games_both_played_in_full(tmp_path: Path) -> None:
+    """ReAct (1 episode a game) against Reflexion (2 trials): a game counts once, in the first episode and in any
+    episode; a game Reflexion has not finished both trials of is left out; exact McNemar on the discordant games."""
+    docs = folder(tmp_path, [True, False, False])
+    run = docs / LLM_RUNS / "reflexion-qwen1.5b"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({
+        "env": "alfworld", "agent": "reflexion", "model": "openai:http://127.0.0.1:8093/v1:qwen1.5b", "seed": 0,
+        "episodes": 2, "max_steps": 50, "tasks": GAMES}))
+    played = [(GAMES[0], 0, False), (GAMES[0], 1, False), (GAMES[1], 0, False), (GAMES[1], 1, True),
+              (GAMES[2], 0, True)]  # the third game's second trial is not played yet
+    (run / "episodes.jsonl").write_text("".join(
+        json.dumps({"task": t, "episode": e, "success": w, "steps": 10, "time_s": 20.0}) + "\n"
+        for t, e, w in played))
+    page = alfworld_heldout(docs)
+    section = page[page.index("## Agents paired by game"):page.index("## Agents paired by game") + 2000]
+    assert "in their first episodes, react won 1 and reflexion 0 of 2 games" in section
+    assert "in any of their episodes, react won 1 and reflexion 1 of 2 games (exact McNemar p = 1.00" in section
+    assert "| react / reflexion | first episode of each | 2 | 1 | 0 | 1 | 0 | 1.00 |" in section
+    assert "| react / reflexion | any episode of each | 2 | 1 | 1 | 1 | 1 | 1.00 |" in section
+    assert "reflexion has 2 episodes a game against react's 1, so 'any episode' gives it more tries" in section
