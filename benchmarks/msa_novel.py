@@ -43,15 +43,13 @@ def read_folders(collect: Path, heldout: Path) -> tuple[list[dict[str, Any]], li
     """The finished episodes of both folders, checked before any model loads: each holds some, and no held-out
     game is a train game (it would not be novel). Raises one-line errors (a malformed record: `RecordError`)."""
     from llm_side.harness.records import load_records
+    from llm_side.training.self_awareness import check_novel
 
     train, test = load_records(collect), load_records(heldout)
     for folder, recs in ((collect, train), (heldout, test)):
         if not recs:
             raise ValueError(f"{folder} holds no finished episode (no episodes.jsonl records); give a kept run folder")
-    shared = {str(r["task"]) for r in train} & {str(r["task"]) for r in test}
-    if shared:
-        raise ValueError(f"{len(shared)} game(s) of {heldout} are also train games of {collect} (e.g. "
-                         f"{sorted(shared)[0]}); give a run on other games")
+    check_novel(train, test, train_from=str(collect), test_from=str(heldout))
     return train, test
 
 

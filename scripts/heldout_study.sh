@@ -7,7 +7,9 @@
 #      Tables 2-4 with 95% intervals and a paired comparison, into $OUT.
 # Every stage resumes where it stopped: rerun the same line after a kill. Settings (environment variables):
 #   MODEL (qwen0.5b), PIPE (runs/alg3-$MODEL), OUT (runs/heldout-study-$MODEL), TRAIN_GAMES (10),
-#   PIPELINE_ARGS (extra alfworld-pipeline flags), COMPARE_ARGS (extra compare flags, e.g. --reflexion-trained).
+#   SA_WITHOUT_TASK (1: train M_sa without its task input, the named departure that scores novel games better;
+#   docs/llm/alfworld_heldout.md), PIPELINE_ARGS (extra alfworld-pipeline flags), COMPARE_ARGS (extra compare
+#   flags, e.g. --reflexion-trained).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${MODEL:-qwen0.5b}
@@ -15,12 +17,14 @@ PIPE=${PIPE:-runs/alg3-$MODEL}
 OUT=${OUT:-runs/heldout-study-$MODEL}
 TRAIN_GAMES=${TRAIN_GAMES:-10}
 PY=${PY:-.venv/bin/python}
+SA_FLAGS=()
+[ "${SA_WITHOUT_TASK:-0}" = 1 ] && SA_FLAGS=(--sa-without-task)
 export PYTHONUNBUFFERED=1  # progress lines as they happen, also into a log file
 for stage in collect train-sa sft dpo; do
   echo "[study] alfworld-pipeline --stage $stage --out $PIPE ($(date -u +%H:%M:%S))" >&2
   # shellcheck disable=SC2086
   "$PY" -m llm_side.cli alfworld-pipeline --stage "$stage" --out "$PIPE" --model "$MODEL" --train-games "$TRAIN_GAMES" \
-    --collect-episodes 1 --expert-share 0.5 ${PIPELINE_ARGS:-}
+    --collect-episodes 1 --expert-share 0.5 "${SA_FLAGS[@]}" ${PIPELINE_ARGS:-}
 done
 mkdir -p "$(dirname "$OUT")"
 echo "[study] compare --out $OUT ($(date -u +%H:%M:%S))" >&2

@@ -56,35 +56,43 @@ def loop_control(chunk: str) -> float:
     return -chunk.count(LOOP_ANSWER) / max(len(steps), 1)
 
 
-def without_task(examples: Iterable[sa.SAExample]) -> list[sa.SAExample]:
-    """The ablation of M_sa's task input: every example's task text blanked, so the MLP sees one constant
-    task embedding and can only use the chunk (with its plan). Paper 000's M_sa embeds the task; a score that
-    drops without it on novel games was telling games apart, not progress."""
-    return [dataclasses.replace(e, task="") for e in examples]
+def without_chunk(examples: Iterable[sa.SAExample]) -> list[sa.SAExample]:
+    """Every example's chunk (with its plan) blanked. With the task input off too (`msa_without_input`), M_sa
+    can learn only its training data's share of won chunks. On novel games it scores every chunk alike (AUROC
+    0.5); in `leave_one_game_out` it measures what the folds alone do to a pooled AUROC: holding out a won
+    game lowers the fold's share of wins, so an M_sa that reads nothing scores the won game's chunks below the
+    lost games' (AUROC below 0.5)."""
+    return [dataclasses.replace(e, chunk="") for e in examples]
 
 
-def without_input(examples: Iterable[sa.SAExample]) -> list[sa.SAExample]:
-    """Task and chunk both blanked: an M_sa that can learn only its training data's share of won chunks. On
-    novel games it scores every chunk alike (AUROC 0.5); in `leave_one_game_out` it measures what the folds
-    alone do to a pooled AUROC: holding out a won game lowers the fold's share of wins, so an M_sa that reads
-    nothing scores the won game's chunks below the lost games' (AUROC below 0.5)."""
-    return [dataclasses.replace(e, task="", chunk="") for e in examples]
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One M_sa input scored side by side with the others."""
+
+    task_input: bool
+    """`SelfAwarenessModel(task_input=...)`: off is the model `alfworld-pipeline --sa-without-task` trains (the
+    MLP sees one constant task embedding); a score that rises without it on novel games says the task input
+    told train games apart rather than progress."""
+    view: Callable[[list[sa.SAExample]], list[sa.SAExample]] = list
+    """What the examples show the model (`without_chunk`: nothing of the episode)."""
 
 
-VARIANTS: dict[str, Callable[[list[sa.SAExample]], list[sa.SAExample]]] = {
-    "msa": list, "msa_without_task": without_task, "msa_without_input": without_input}
-"""The M_sa inputs scored side by side: the paper's (chunk + plan, task), the ablation without the task, and
-the one without any input (the folds' base rate alone)."""
+VARIANTS: dict[str, Variant] = {
+    "msa": Variant(task_input=True),
+    "msa_without_task": Variant(task_input=False),
+    "msa_without_input": Variant(task_input=False, view=without_chunk)}
+"""The M_sa inputs scored side by side: the paper's (chunk + plan, task), the ablation without the task (the
+model's own flag, as `--sa-without-task` trains it), and the one without any input (the folds' base rate)."""
 
 
 def _fit_and_score(train: list[sa.SAExample], test: list[sa.SAExample], embedder: Embedder, *, epochs: int,
                    lr: float, hidden: int, seed: int) -> dict[str, list[float]]:
     """Each variant's M_sa trained on `train` (as `train_msa` does) scoring `test`, and the control's scores."""
     out: dict[str, list[float]] = {}
-    for name, view in VARIANTS.items():
-        model = sa.SelfAwarenessModel(embedder, hidden=hidden, seed=seed)
-        model.fit(view(train), epochs=epochs, lr=lr, seed=seed)
-        rows = view(test)
+    for name, variant in VARIANTS.items():
+        model = sa.SelfAwarenessModel(embedder, hidden=hidden, seed=seed, task_input=variant.task_input)
+        model.fit(variant.view(train), epochs=epochs, lr=lr, seed=seed)
+        rows = variant.view(test)
         out[name] = [float(x) for x in model.predict([e.task for e in rows], [e.chunk for e in rows])]
     out["control"] = [loop_control(e.chunk) for e in test]
     return out
@@ -112,7 +120,7 @@ def leave_one_game_out(records: Iterable[dict[str, Any]], embedder: Embedder, *,
     trained as `train_msa` does on the other games' chunks scores that game's chunks; the AUROC is over all
     games' chunks pooled, with a 95% interval from resampling games (`auroc_interval_by_group`), beside the
     same for `loop_control` and for the ablations (`VARIANTS`). A fold whose training games hold one outcome
-    class is left out and counted. Pooling folds biases the AUROC downwards (`without_input` says why and
+    class is left out and counted. Pooling folds biases the AUROC downwards (`without_chunk` says why and
     measures by how much): with few games, read M_sa against its `msa_without_input` row, or use
     `novel_games`, which trains once and has no folds."""
     records = [r for r in records if r.get("actions")]
@@ -143,6 +151,16 @@ def leave_one_game_out(records: Iterable[dict[str, Any]], embedder: Embedder, *,
     return {**out, **_auroc_summary(scores, labels, groups, seed)}
 
 
+def check_novel(train_records: Iterable[dict[str, Any]], test_records: Iterable[dict[str, Any]], *,
+                train_from: str = "the train records", test_from: str = "the test records") -> None:
+    """Refuses (one-line ValueError) test episodes on a game M_sa trains on: their score would not be a
+    novel-game score. `train_from`/`test_from` name where the records came from in the message."""
+    shared = {str(r["task"]) for r in train_records} & {str(r["task"]) for r in test_records}
+    if shared:
+        raise ValueError(f"{len(shared)} game(s) of {test_from} are also train games of {train_from} (e.g. "
+                         f"{sorted(shared)[0]}); novel-game scores need a run on games M_sa was not trained on")
+
+
 def novel_games(train_records: Iterable[dict[str, Any]], test_records: Iterable[dict[str, Any]],
                 embedder: Embedder, *, epochs: int = 30, lr: float = 1e-3, hidden: int = 256,
                 seed: int = 0) -> dict[str, Any]:
@@ -153,10 +171,7 @@ def novel_games(train_records: Iterable[dict[str, Any]], test_records: Iterable[
     they would not be novel."""
     train_records = [r for r in train_records if r.get("actions")]
     test_records = [r for r in test_records if r.get("actions")]
-    shared = {str(r["task"]) for r in train_records} & {str(r["task"]) for r in test_records}
-    if shared:
-        raise ValueError(f"{len(shared)} test game(s) are also train games (e.g. {sorted(shared)[0]}); "
-                         "novel-game scores need games M_sa was not trained on.")
+    check_novel(train_records, test_records)
     train = sa.examples_from_records(train_records)
     test = sa.examples_from_records(test_records)
     if len({e.label > 0.5 for e in train}) < 2:
