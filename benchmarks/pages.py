@@ -1911,34 +1911,28 @@ def _against_control(m: Any, who: str) -> str:
     return f"{who}'s paired difference from the control, {_ci_text(d, 'auroc', 'ci95')}, includes zero."
 
 
-def _msa_novel(docs: Path) -> list[str]:
-    """M_sa on novel games: one table per `benchmarks/msa_novel.py` record (latest first in the text)."""
-    path = docs / MSA_NOVEL_RECORDS
-    runs = [x for x in read_lines(path) if x.get("benchmark") == "msa_novel"
-            and isinstance(x.get("novel_games"), dict) and isinstance(x.get("train_games_left_out"), dict)] \
-        if path.exists() else []
-    if not runs:
-        return []
-    last = runs[-1]
-    nov, loo = last["novel_games"], last["train_games_left_out"]
+def _msa_novel_group(same: list[dict[str, Any]]) -> str:
+    """What one (collection, held-out run) pair of `msa_novel` records shows: its latest record's scorings
+    against the control and each other, and the spread over the seeds recorded."""
+    last = same[-1]
+    nov = last["novel_games"]
+    run = last.get("heldout_run") if isinstance(last.get("heldout_run"), dict) else {}
 
-    def auc(part: dict[str, Any], name: str) -> str:
-        return _ci_text(part.get(name))
+    def auc(name: str) -> str:
+        return _ci_text(nov.get(name))
 
-    shows = (f"Trained on {nov.get('train_games')} train games ({nov.get('train_chunks')} chunks, "
-             f"{nov.get('train_positive')} from won episodes) and scored on {nov.get('chunks')} chunks of "
-             f"{nov.get('games')} held-out games ({nov.get('games_won')} with a win), M_sa with the paper's input "
-             f"reaches AUROC {auc(nov, 'msa')} against {auc(nov, 'control')} for the no-training control; "
-             f"{_against_control(nov.get('msa'), 'M_sa')} Without the task input it reaches "
-             f"{auc(nov, 'msa_without_task')}; {_against_control(nov.get('msa_without_task'), 'that ablation')}")
+    shows = (f"On {run.get('agent', '?')}'s run ({_served_name(str(run.get('model', '?')))}): trained on "
+             f"{nov.get('train_games')} train games ({nov.get('train_chunks')} chunks, {nov.get('train_positive')} "
+             f"from won episodes) and scored on {nov.get('chunks')} chunks of {nov.get('games')} held-out games "
+             f"({nov.get('games_won')} with a win), M_sa with the paper's input reaches AUROC {auc('msa')} against "
+             f"{auc('control')} for the no-training control; {_against_control(nov.get('msa'), 'M_sa')} Without the "
+             f"task input it reaches {auc('msa_without_task')}; "
+             f"{_against_control(nov.get('msa_without_task'), 'that ablation')}")
     gain = (nov.get("msa_without_task") or {}).get("minus_msa") if isinstance(nov.get("msa_without_task"), dict) \
         else None
     if isinstance(gain, dict) and _num(gain.get("auroc")) != "n/a":
         shows += (" Set against the paper's M_sa on the same resampled games, dropping the task input changes the "
                   f"AUROC by {_ci_text(gain, 'auroc', 'ci95')}.")
-    base = (loo.get("msa_without_input") or {}).get("auroc") if isinstance(loo.get("msa_without_input"), dict) \
-        else None
-    same = [x for x in runs if (x.get("collect"), x.get("heldout")) == (last.get("collect"), last.get("heldout"))]
     if len(same) > 1:
         def spread(name: str) -> str:
             vals = [(x["novel_games"].get(name) or {}).get("auroc") for x in same]
@@ -1946,10 +1940,31 @@ def _msa_novel(docs: Path) -> list[str]:
             return f"{_num(min(vals))} to {_num(max(vals))}" if vals else "n/a"
         shows += (f" Over the {len(same)} seeds of M_sa's training recorded for this pair of folders, M_sa scores "
                   f"{spread('msa')} with the paper's input and {spread('msa_without_task')} without the task.")
+    return shows
+
+
+def _msa_novel(docs: Path) -> list[str]:
+    """M_sa on novel games: a paragraph per (collection, held-out run) pair of `benchmarks/msa_novel.py`
+    records, then one table: every record's held-out rows, and each collection's leave-one-game-out rows once
+    per seed (they do not depend on the held-out run)."""
+    path = docs / MSA_NOVEL_RECORDS
+    runs = [x for x in read_lines(path) if x.get("benchmark") == "msa_novel"
+            and isinstance(x.get("novel_games"), dict) and isinstance(x.get("train_games_left_out"), dict)] \
+        if path.exists() else []
+    if not runs:
+        return []
+    last = runs[-1]
+    loo = last["train_games_left_out"]
+    groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for x in runs:
+        groups.setdefault((x.get("collect"), x.get("heldout")), []).append(x)
+    shows = " ".join(_msa_novel_group(same) for same in groups.values())
+    base = (loo.get("msa_without_input") or {}).get("auroc") if isinstance(loo.get("msa_without_input"), dict) \
+        else None
     if isinstance(base, float) and base < 0.45:
         shows += (" Left one train game out at a time, an M_sa that reads nothing scores "
-                  f"{auc(loo, 'msa_without_input')}: with {loo.get('games_won')} of {loo.get('games')} games won, "
-                  "leaving a won game out lowers its fold's share of wins, so the pooled leave-one-game-out AUROC "
+                  f"{_ci_text(loo.get('msa_without_input'))}: with {loo.get('games_won')} of {loo.get('games')} games "
+                  "won, leaving a won game out lowers its fold's share of wins, so the pooled leave-one-game-out AUROC "
                   "(train-sa's `unseen_games`) is biased below 0.5; the held-out games, scored by one M_sa, have no "
                   "such bias.")
     command = "\n".join(dict.fromkeys(
@@ -1966,13 +1981,18 @@ def _msa_novel(docs: Path) -> list[str]:
                  seeds=", ".join(dict.fromkeys(str(x.get("seed")) for x in runs)) + " (M_sa's initialisation and "
                  "batches; the resampling)", shows=shows, data=f"`docs/{MSA_NOVEL_RECORDS}`")]
     rows = []
+    loo_seen: set[tuple[Any, Any]] = set()
     for x in runs:
         run = x.get("heldout_run") if isinstance(x.get("heldout_run"), dict) else {}
         where = {"novel_games": f"{x['novel_games'].get('games')} held-out games "
                                 f"({run.get('agent', '?')} {_served_name(str(run.get('model', '?')))})",
                  "train_games_left_out": f"{x['train_games_left_out'].get('games')} train games, one left out at "
                                          "a time"}
-        for part in ("novel_games", "train_games_left_out"):
+        parts = ["novel_games"]
+        if (x.get("collect"), x.get("seed")) not in loo_seen:
+            loo_seen.add((x.get("collect"), x.get("seed")))
+            parts.append("train_games_left_out")
+        for part in parts:
             for name, what in MSA_SCORINGS:
                 m = x[part].get(name) if isinstance(x[part].get(name), dict) else {}
                 rows.append([where[part], what, _ci_text(m),

@@ -161,6 +161,16 @@ def test_msa_on_novel_games_reads_each_scoring_against_the_control_and_names_the
     assert "dropping the task input changes the AUROC by 0.28 (0.05 to 0.50)." in section
     assert section.count("| 20 held-out games (react qwen1.5b through a local server) |") == 8
     assert section.count("| 10 train games, one left out at a time |") == 8
+    other = {**_msa_record(0, 0.47, 0.75, 0.06), "heldout": "docs/llm/alfworld_heldout/reflexion-qwen1.5b",
+             "heldout_run": {"agent": "reflexion", "model": "openai:http://127.0.0.1:8093/v1:qwen1.5b"}}
+    path.write_text("".join(json.dumps(x) + "\n" for x in [*lines, other]))
+    section = alfworld_heldout(docs).split("## M_sa on novel games")[1]
+    # a paragraph per held-out run; the collection's leave-one-game-out rows once per seed, not once per record
+    assert "On react's run (qwen1.5b through a local server): trained on 10 train games" in section
+    assert "On reflexion's run (qwen1.5b through a local server)" in section and "reaches AUROC 0.47" in section
+    assert "recorded for this pair of folders, M_sa scores 0.52 to 0.54" in section
+    assert section.count("(reflexion qwen1.5b through a local server) |") == 4
+    assert section.count("| 10 train games, one left out at a time |") == 8
     path.write_text(json.dumps(_msa_record(0, 0.54, 0.82, 0.5)) + "\n")
     assert "biased below 0.5" not in alfworld_heldout(docs) and "Over the" not in alfworld_heldout(docs)
     path.write_text("")
