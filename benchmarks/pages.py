@@ -1921,7 +1921,7 @@ def _msa_novel_group(same: list[dict[str, Any]]) -> str:
     def auc(name: str) -> str:
         return _ci_text(nov.get(name))
 
-    shows = (f"On {run.get('agent', '?')}'s run ({_served_name(str(run.get('model', '?')))}): trained on "
+    shows = (f"Held-out episodes of {run.get('agent', '?')} ({_served_name(str(run.get('model', '?')))}): trained on "
              f"{nov.get('train_games')} train games ({nov.get('train_chunks')} chunks, {nov.get('train_positive')} "
              f"from won episodes) and scored on {nov.get('chunks')} chunks of {nov.get('games')} held-out games "
              f"({nov.get('games_won')} with a win), M_sa with the paper's input reaches AUROC {auc('msa')} against "

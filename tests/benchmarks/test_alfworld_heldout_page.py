@@ -166,8 +166,9 @@ def test_msa_on_novel_games_reads_each_scoring_against_the_control_and_names_the
     path.write_text("".join(json.dumps(x) + "\n" for x in [*lines, other]))
     section = alfworld_heldout(docs).split("## M_sa on novel games")[1]
     # a paragraph per held-out run; the collection's leave-one-game-out rows once per seed, not once per record
-    assert "On react's run (qwen1.5b through a local server): trained on 10 train games" in section
-    assert "On reflexion's run (qwen1.5b through a local server)" in section and "reaches AUROC 0.47" in section
+    assert "Held-out episodes of react (qwen1.5b through a local server): trained on 10 train games" in section
+    assert "Held-out episodes of reflexion (qwen1.5b through a local server)" in section
+    assert "reaches AUROC 0.47" in section
     assert "recorded for this pair of folders, M_sa scores 0.52 to 0.54" in section
     assert section.count("(reflexion qwen1.5b through a local server) |") == 4
     assert section.count("| 10 train games, one left out at a time |") == 8

@@ -39,6 +39,25 @@ def test_a_record_scores_novel_games_and_the_collection_left_out(tmp_path: Path)
     assert set(record["train_games_left_out"]) >= {"msa", "msa_without_task", "msa_without_input", "control"}
 
 
+def test_several_heldout_folders_are_pooled_and_resampled_by_game(tmp_path: Path) -> None:
+    """Two agents' runs on the same games: one test set, a game's chunks from both runs in one cluster, both
+    agents named; a folder given twice is refused (its episodes would count twice)."""
+    collect = _folder(tmp_path, "collect", [f"train/t{i}" for i in range(4)], "reflexion")
+    games = [f"valid_unseen/n{i}" for i in range(3)]
+    react, reflexion = _folder(tmp_path, "react", games, "react"), _folder(tmp_path, "reflexion", games, "reflexion")
+    record = msa_novel.measure(collect, [react, reflexion], BowEmbedder(), epochs=30)
+    novel = record["novel_games"]
+    assert (novel["games"], novel["episodes"], novel["chunks"]) == (3, 12, 24)
+    assert record["heldout"] == f"{react} {reflexion}" and record["heldout_run"]["agent"] == "react + reflexion"
+    assert record["heldout_run"]["model"] == "openai:http://127.0.0.1:8093/v1:q"
+    try:
+        msa_novel.read_folders(collect, [react, react])
+    except ValueError as err:
+        assert "given twice" in str(err)
+    else:
+        raise AssertionError("a folder given twice was read")
+
+
 def test_a_missing_or_shared_folder_is_one_line(tmp_path: Path, capsys) -> None:
     collect = _folder(tmp_path, "collect", ["train/t0", "train/t1"], "reflexion")
     assert msa_novel.main(["--collect", str(collect), "--heldout", str(tmp_path / "nothing")]) == 2
