@@ -95,6 +95,20 @@ class AlfworldEnv:
     def task_ids(self, split: str | None = None) -> list[str]:
         return awd.task_ids(split or self.split, self._data)
 
+    def expand_task_ids(self, specs: list[str]) -> list[str]:
+        """The ids `--tasks` names, checked against every split: an id names its split's folder
+        ('valid_seen/...'), so a game of any split is played without also setting the env's default split.
+        Unknown ids raise one ValueError naming them and how to list the known ones."""
+        known = {t for folder in awd.SPLITS.values() for t in awd.task_ids(folder, self._data)}
+        unknown = [t for t in specs if t not in known]
+        if unknown:
+            more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+            shown = ", ".join(repr(t) for t in unknown[:3]) + more
+            raise ValueError(f"unknown ALFWorld task id(s) {shown}: an id is a game folder such as "
+                             f"'valid_seen/TASK/trial_...'; list them with `muse-llm tasks --env alfworld --split "
+                             f"{'|'.join(awd.SPLITS)}`")
+        return list(specs)
+
     def react_examples(self, task_id: str) -> str:
         """The task type's ReAct examples ('' with shots=0: agents then use `instructions()`)."""
         return awd.react_examples(task_id, self.shots)

@@ -110,6 +110,22 @@ def test_splits_ids_and_prompt_material():
         awd.task_ids("nope")
 
 
+def test_tasks_of_any_split_are_played_without_setting_the_split():
+    """`--tasks valid_seen/...` names its split in the id: it is accepted with the env's default split
+    (eval_out_of_distribution), and an unknown id is one line naming it and how to list the ids."""
+    from llm_side.run_spec import UsageError, select_tasks
+
+    env = AlfworldEnv()
+    seen, unseen = awd.task_ids("eval_in_distribution")[3], awd.task_ids("eval_out_of_distribution")[0]
+    assert select_tasks(env, None, f"{seen},{unseen}", None) == [seen, unseen]
+    assert awd.game_file(seen).is_file()
+    bad = seen.replace("valid_seen", "valid_unseen")
+    with pytest.raises(UsageError, match=r"task id\(s\) 'valid_unseen/.*muse-llm tasks --env alfworld"):
+        select_tasks(env, None, [seen, bad], None)
+    with pytest.raises(UsageError, match="more than once"):
+        select_tasks(env, None, [seen, seen], None)
+
+
 def test_missing_data_error_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="ALFWORLD_DATA"):
