@@ -1633,7 +1633,7 @@ HELDOUT_STUDY = REPO / "configs" / "llm" / "alfworld-heldout-study.yaml"
 def _serve_line(model: str, eps: list[dict[str, Any]]) -> str:
     """The `muse-llm serve` line of a run through a local server, from the `server` its episodes recorded (the
     latest); a run whose episodes record none gets the line without engine and threads, and says so."""
-    from llm_side.serve import local_endpoint
+    from llm_side.backends.served import local_endpoint
 
     endpoint = local_endpoint(model)
     if endpoint is None or not re.fullmatch(r"[\w.\-]+", endpoint[2]):  # an alias a shell line can hold

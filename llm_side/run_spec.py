@@ -328,8 +328,8 @@ def execute(spec: RunSpec, out: str | Path, *, progress: bool = True, env: Any =
     the summary. `env`, `llm` or `agent` may be given ready-made (one env across a sweep's runs; a test's
     scripted model); an env given is left open. The model is checked to be installed before anything starts."""
     from llm_side.backends import check_available
+    from llm_side.backends.served import served_by
     from llm_side.harness.runner import run_eval
-    from llm_side.serve import served_by
     from muse_common.files import atomic_write_json, output_dir_problem
 
     problem = output_dir_problem(out)

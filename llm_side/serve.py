@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -37,13 +36,13 @@ import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
+from llm_side.backends.served import SERVED_ENGINES, record_serving
 from muse_common.arg_parser import ArgumentParser
 
 N_CTX = 12288
 DEFAULT_PORT = 8080
-ENGINES = ("auto", "llama.cpp", "transformers")
+ENGINES = ("auto", *SERVED_ENGINES)
 
 
 def default_alias(spec: str) -> str:
@@ -72,7 +71,7 @@ def resolve_gguf(spec: str) -> tuple[Path, str]:
     if spec not in models.MODELS:
         raise ValueError(f"muse-llm serve takes a packaged model ({', '.join(sorted(models.MODELS))}), "
                          f"gguf:FILE or hf:DIR, got '{spec}'")
-    from llm_side.backends.local import cache_root
+    from llm_side.backends.models import cache_root
 
     return models.locate_gguf(models.MODELS[spec], join_dir=cache_root() / "gguf"), spec
 
@@ -89,6 +88,13 @@ def transformers_argv(alias: str, *, host: str, port: int) -> list[str]:
     alias clients pass in `openai:URL:ALIAS`."""
     return [sys.executable, "-m", "transformers.cli.transformers", "serve", alias, "--host", host,
             "--port", str(port), "--device", "auto", "--dtype", "auto", "--log-level", "warning"]
+
+
+def transformers_device() -> str:
+    """Where `transformers serve --device auto` puts the model: cuda where torch sees a GPU, else cpu."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 SAMPLING = {"do_sample": True, "top_k": 0, "top_p": 1.0}  # what the in-process backend samples with at temperature > 0
@@ -115,7 +121,7 @@ def served_folder(model_dir: Path, alias: str) -> Path:
     import json
     import shutil
 
-    from llm_side.backends.local import cache_root
+    from llm_side.backends.models import cache_root
     from muse_common.files import read_json_object
 
     check_alias(alias)
@@ -189,80 +195,6 @@ def transformers_model(spec: str) -> tuple[Path, str]:
         raise ValueError(f"muse-llm serve takes a packaged model ({', '.join(sorted(models.MODELS))}), "
                          f"gguf:FILE or hf:DIR, got '{spec}'")
     return local.unpacked_packaged(models.MODELS[spec]), spec
-
-
-SERVED_BY_KEYS = ("engine", "model", "threads", "n_ctx")
-"""What a `muse-llm run` episode record says about the local server it went through (`served_by`)."""
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "0.0.0.0", "::1")
-
-
-def serving_file(host: str, port: int) -> Path:
-    """Where `muse-llm serve` on `host:port` says what it serves (MUSE_LLM_CACHE/serving/HOST-PORT.json)."""
-    from llm_side.backends.local import cache_root
-
-    return cache_root() / "serving" / f"{re.sub(r'[^0-9A-Za-z.-]', '_', host)}-{int(port)}.json"
-
-
-def record_serving(host: str, port: int, served: dict[str, Any]) -> None:
-    """Leave `served` (engine, model, threads, ...) and this process's id where `served_by` finds them, so a run
-    through this server records how it was served. A file that cannot be written costs only that record."""
-    from muse_common.files import atomic_write_json
-
-    try:
-        atomic_write_json(serving_file(host, port), {**served, "pid": os.getpid()})
-    except OSError as exc:
-        print(f"muse-llm serve: note: runs through this server will not record it ({exc})", file=sys.stderr)
-
-
-def local_endpoint(model: str) -> tuple[str, int, str] | None:
-    """(host, port, alias) of a model spec `openai:http://HOST:PORT/v1:ALIAS` whose HOST is this machine
-    (`LOCAL_HOSTS`); None for any other spec, a remote host or a URL that does not parse."""
-    import urllib.parse
-
-    if not model.startswith("openai:"):
-        return None
-    url, _, alias = model.removeprefix("openai:").rpartition(":")
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if host not in LOCAL_HOSTS or port is None or not alias:
-        return None
-    return host, port, alias
-
-
-def served_by(model: str) -> dict[str, Any] | None:
-    """How the local server behind `openai:http://HOST:PORT/v1:NAME` was started (`SERVED_BY_KEYS`), as its
-    `muse-llm serve` recorded it; None for any other model, another server, or a record that is stale (its
-    process gone), names another model or is malformed (the file is read, never trusted)."""
-    import json
-
-    endpoint = local_endpoint(model)
-    if endpoint is None:
-        return None
-    host, port, alias = endpoint
-    for name in dict.fromkeys((host, *LOCAL_HOSTS)):  # the server may listen on another local name
-        try:
-            data = json.loads(serving_file(name, port).read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict) or data.get("alias") != alias or not _alive(data.get("pid")):
-            continue
-        served = {k: data[k] for k in SERVED_BY_KEYS if k in data}
-        if served.get("engine") in ENGINES[1:] and all(
-                isinstance(served.get(k), int) and not isinstance(served.get(k), bool) and served[k] >= 1
-                for k in ("threads", "n_ctx") if k in served) \
-                and isinstance(served.get("model"), str) and 0 < len(served["model"]) <= 500:
-            return served
-    return None
-
-
-def _alive(pid: Any) -> bool:
-    """`pid_alive` for a pid read from an untrusted server record: anything but a positive int is no process."""
-    from muse_common.run_lock import pid_alive
-
-    return isinstance(pid, int) and not isinstance(pid, bool) and pid >= 1 and pid_alive(pid)
 
 
 class ServerFailed(RuntimeError):
@@ -354,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             alias = check_alias(a.alias or alias)
             cmd = server_argv(gguf, alias, host=a.host, port=a.port, n_ctx=a.n_ctx, threads=a.threads)
             what = f"{gguf} with llama.cpp (n_ctx {a.n_ctx}, {a.threads} threads)"
-            served = {"engine": engine, "model": a.model, "alias": alias, "threads": a.threads, "n_ctx": a.n_ctx}
+            served = {"engine": engine, "model": a.model, "alias": alias, "threads": a.threads, "n_ctx": a.n_ctx,
+                      "device": "cpu"}  # server_argv offloads no layers
         else:
             model_dir, alias = transformers_model(a.model)
             alias = check_alias(a.alias or alias)
@@ -362,7 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cmd = transformers_argv(alias, host=a.host, port=a.port)
             env.update(OMP_NUM_THREADS=str(a.threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
             what = f"{model_dir} with transformers ({a.threads} threads)"
-            served = {"engine": engine, "model": a.model, "alias": alias, "threads": a.threads}
+            served = {"engine": engine, "model": a.model, "alias": alias, "threads": a.threads,
+                      "device": transformers_device()}
         if a.print_only:
             print((f"cd {cwd} && " if cwd else "") + " ".join(cmd))
             return 0

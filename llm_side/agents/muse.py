@@ -10,7 +10,8 @@ Rollout horizon (MUSE §4.1.3). The paper states no horizon H: "the LLM was allo
 trajectories up to the maximum length permitted by its context window". `rollout_tokens` is the setting:
   - "context": up to the context window, i.e. window - prompt tokens (the backend's `context_window`,
     else the `context_window` option, else DEFAULT_CONTEXT_WINDOW); the paper's rule;
-  - "auto" (default): "context", except on an in-process CPU backend, where CPU_ROLLOUT_TOKENS is used;
+  - "auto" (default): "context", except where the model decodes on a CPU (an in-process CPU backend, or a
+    local `muse-llm serve`, whose record says it runs on the CPU), where CPU_ROLLOUT_TOKENS is used;
   - an integer: that many tokens.
 A rollout ends only where the LLM stops (end of text, the token budget, or the start of another few-shot
 game, "Here is the task"); blank lines inside it are skipped, not an end. `score_pairs` (default: all)
@@ -52,8 +53,8 @@ torch thread; docs/llm/alfworld_pipeline.md has the table): MUSE / ReAct seconds
 decoding step costs ~0.4 s there, so each token of horizon costs the step that. Rolling out to the 32K
 window instead would take tens of minutes a step."""
 DEFAULT_CONTEXT_WINDOW = 8192
-"""Window assumed for backends that do not report theirs (an OpenAI-compatible server): set the
-`context_window` option to the server's n_ctx."""
+"""Window assumed for backends that do not report theirs (an OpenAI-compatible server other than a local
+`muse-llm serve`, whose record gives its n_ctx): set the `context_window` option to the server's n_ctx."""
 ROLLOUT_STOP = "Here is the task"
 
 
@@ -223,7 +224,8 @@ class Options(reflexion.Options):
     rollout_tokens: Literal["auto", "context"] | int = setting(
         "auto", Allowed(lambda v, _: not isinstance(v, int) or v >= 1, "auto, context or an integer >= 1"))
     """Rollout horizon: `context` (up to the context window, the paper's rule), `auto` (context, except a
-    short budget on an in-process CPU backend) or a token count (see the module docstring)."""
+    short budget where the model decodes on a CPU, in process or behind a local `muse-llm serve`) or a token
+    count (see the module docstring)."""
     score_pairs: int | None = setting(None, integer_at_least(1))
     """Action-observation pairs of a rollout M_sa reads; none = all (4 = the chunk size M_sa is trained on)."""
     context_window: int | None = setting(None, integer_at_least(1))

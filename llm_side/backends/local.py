@@ -16,15 +16,10 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from llm_side.backends import BackendRequestError, truncate_at_stop
-from llm_side.backends.models import PackagedModel, locate_gguf, verify_sha256
+from llm_side.backends.models import PackagedModel, cache_root, locate_gguf, verify_sha256
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-def cache_root() -> Path:
-    """Where unpacked models live (MUSE_LLM_CACHE overrides)."""
-    return Path(os.environ.get("MUSE_LLM_CACHE", Path.home() / ".cache" / "muse-llm")).expanduser()
 
 
 def torch_threads() -> int:

@@ -16,6 +16,11 @@ import shutil
 from pathlib import Path
 
 
+def cache_root() -> Path:
+    """Where unpacked models, joined GGUF files and servers' records live (MUSE_LLM_CACHE overrides)."""
+    return Path(os.environ.get("MUSE_LLM_CACHE", Path.home() / ".cache" / "muse-llm")).expanduser()
+
+
 @dataclasses.dataclass(frozen=True)
 class PackagedModel:
     """A GGUF model in one or more PyPI packages. `parts` are import names whose files are joined in

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from llm_side.backends import BackendRequestError, env_number, truncate_at_stop
+from llm_side.backends.served import served_by
 
 RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 BASE_TIMEOUT = 120.0
@@ -66,6 +67,12 @@ def _text(choice: dict[str, Any], path: tuple[str, ...], url: str) -> str:
 
 class OpenAICompatLLM:
     """`complete` -> /completions, `chat` -> /chat/completions of `base_url` (ending in /v1)."""
+
+    context_window: int | None = None
+    """The server's context size in tokens where known (a local `muse-llm serve` records it); None: unknown."""
+    on_cpu: bool = False
+    """The server decodes on a CPU, as a local `muse-llm serve` records it; False where unknown (a remote server).
+    MUSE-LLM's `rollout_tokens=auto` keeps its rollouts short on a CPU."""
 
     def __init__(
         self,
@@ -105,7 +112,7 @@ class OpenAICompatLLM:
             raise ValueError(
                 f"bad model spec '{spec}': use openai:URL:MODEL, e.g. openai:http://127.0.0.1:8080/v1:smollm2"
             )
-        return cls(
+        llm = cls(
             url,
             model,
             # upper bounds: an hour per request, 10 retries (about 17 min of backoff), 256 requests in flight;
@@ -115,6 +122,11 @@ class OpenAICompatLLM:
             retries=int(env_number("MUSE_LLM_HTTP_RETRIES", 3, integer=True, low=0, high=10)),
             parallel=int(env_number("MUSE_LLM_HTTP_PARALLEL", 8, integer=True, low=1, high=256)),
         )
+        server = served_by(spec)  # None unless a live local `muse-llm serve` of this model recorded itself
+        if server:
+            llm.context_window = server.get("n_ctx")
+            llm.on_cpu = server.get("device") == "cpu"
+        return llm
 
     def complete(
         self,

@@ -91,11 +91,11 @@ def test_run_then_report(tmp_path, capsys):
 def test_a_run_through_a_recorded_local_server_names_it_in_every_episode(tmp_path, monkeypatch):
     """`muse-llm run` asks `served_by` about its model before the agent is built, and every line of the run
     carries the answer (the real server end to end: test_openai_backend's transformers-serve test)."""
-    from llm_side import serve
+    from llm_side.backends import served as records
 
     asked = []
-    served = {"engine": "llama.cpp", "model": "qwen1.5b", "threads": 2, "n_ctx": 12288}
-    monkeypatch.setattr(serve, "served_by", lambda model: asked.append(model) or served)
+    served = {"engine": "llama.cpp", "model": "qwen1.5b", "threads": 2, "n_ctx": 12288, "device": "cpu"}
+    monkeypatch.setattr(records, "served_by", lambda model: asked.append(model) or served)
     out = tmp_path / "run"
     assert main(["run", "--env", ENV, "--agent", AGENT, "--episodes", "1", "--limit", "2", "--out", str(out),
                  "--no-progress"]) == 0
@@ -377,6 +377,7 @@ def test_serve_leaves_what_it_serves_for_the_runs_through_it_and_a_run_trusts_on
     but not for a dead server, another model, another host or a malformed file."""
 
     from llm_side import serve
+    from llm_side.backends import served
 
     monkeypatch.setenv("MUSE_LLM_CACHE", str(tmp_path))
     gguf = tmp_path / "tiny.gguf"
@@ -387,24 +388,26 @@ def test_serve_leaves_what_it_serves_for_the_runs_through_it_and_a_run_trusts_on
     assert main(["serve", "--model", f"gguf:{gguf}", "--port", "8123", "--threads", "3"]) == 0
     assert started and "llama_cpp.server" in started[0][1]
     spec = "openai:http://127.0.0.1:8123/v1:tiny"
-    assert serve.served_by(spec) == {"engine": "llama.cpp", "model": f"gguf:{gguf}", "threads": 3, "n_ctx": serve.N_CTX}
-    assert serve.served_by("openai:http://localhost:8123/v1:tiny") == serve.served_by(spec)
+    assert served.served_by(spec) == {"engine": "llama.cpp", "model": f"gguf:{gguf}", "threads": 3,
+                                      "n_ctx": serve.N_CTX, "device": "cpu"}
+    assert served.served_by("openai:http://localhost:8123/v1:tiny") == served.served_by(spec)
     for other in ("openai:http://127.0.0.1:8123/v1:other", "openai:http://10.0.0.9:8123/v1:tiny",
                   "openai:http://127.0.0.1:8124/v1:tiny", "openai:http://127.0.0.1:99999/v1:tiny", "smollm2"):
-        assert serve.served_by(other) is None, other
-    record = serve.serving_file("127.0.0.1", 8123)
+        assert served.served_by(other) is None, other
+    record = served.serving_file("127.0.0.1", 8123)
     good = json.loads(record.read_text())
     assert good["pid"] == os.getpid()
     for bad in ({**good, "pid": 2**40}, {**good, "engine": "rm -rf /"}, {**good, "threads": "2; x"},
-                {**good, "threads": True}, {**good, "model": ""}, [good], "not json {"):
+                {**good, "threads": True}, {**good, "model": ""}, {**good, "device": "tpu; x"},
+                {**good, "device": ["cpu"]}, [good], "not json {"):
         record.write_text(bad if isinstance(bad, str) else json.dumps(bad))
-        assert serve.served_by(spec) is None, bad
+        assert served.served_by(spec) is None, bad
     capsys.readouterr()
 
 
 def test_local_endpoint_names_this_machines_servers_only():
     """One parse of `openai:http://HOST:PORT/v1:ALIAS` serves `served_by` and the pages' serve line."""
-    from llm_side.serve import local_endpoint
+    from llm_side.backends.served import local_endpoint
 
     assert local_endpoint("openai:http://127.0.0.1:8093/v1:qwen1.5b") == ("127.0.0.1", 8093, "qwen1.5b")
     assert local_endpoint("openai:http://localhost:80/v1:a:b") == ("localhost", 80, "b")

@@ -157,6 +157,39 @@ def test_bad_specs_are_explained():
     assert llm.base_url == "http://127.0.0.1:8080/v1" and llm.model == "smollm2"
 
 
+def test_a_local_muse_llm_serve_tells_the_client_its_window_and_device_and_muse_sizes_its_rollouts_from_them(
+        tmp_path, monkeypatch):
+    """What the API does not say, a local `muse-llm serve` records: the client takes the server's n_ctx as its
+    window and its device, so MUSE's `rollout_tokens=auto` rolls out CPU_ROLLOUT_TOKENS behind a CPU server and
+    to the server's window behind a GPU one; without a live record of this model nothing is assumed."""
+    import os
+
+    from metagent_fakes import BagOfWordsEmbedder
+
+    from llm_side.agents.muse import CPU_ROLLOUT_TOKENS, DEFAULT_CONTEXT_WINDOW, MuseAgent
+    from llm_side.agents.self_awareness import SelfAwarenessModel
+    from llm_side.backends import served
+
+    monkeypatch.setenv("MUSE_LLM_CACHE", str(tmp_path))
+    spec = "openai:http://127.0.0.1:8177/v1:tiny"
+    record = {"engine": "llama.cpp", "model": "qwen1.5b", "alias": "tiny", "threads": 2, "n_ctx": 12288}
+
+    def horizon(llm: OpenAICompatLLM) -> int:
+        return MuseAgent(llm, SelfAwarenessModel(BagOfWordsEmbedder())).horizon("x" * 400)  # ~100 tokens
+
+    assert horizon(OpenAICompatLLM.from_spec(spec)) == DEFAULT_CONTEXT_WINDOW - 100  # no record: the paper's rule
+    served.record_serving("127.0.0.1", 8177, {**record, "device": "cpu"})
+    llm = OpenAICompatLLM.from_spec(spec)
+    assert (llm.on_cpu, llm.context_window) == (True, 12288)
+    assert horizon(llm) == CPU_ROLLOUT_TOKENS
+    served.record_serving("127.0.0.1", 8177, {**record, "device": "cuda"})
+    assert horizon(OpenAICompatLLM.from_spec(spec)) == 12288 - 100
+    served.record_serving("127.0.0.1", 8177, {**record, "alias": "other", "device": "cpu"})
+    assert horizon(OpenAICompatLLM.from_spec(spec)) == DEFAULT_CONTEXT_WINDOW - 100
+    payload = json.loads(served.serving_file("127.0.0.1", 8177).read_text())
+    assert payload["pid"] == os.getpid()  # a record of a live process; a dead one is ignored (test_llm_cli)
+
+
 def _check_real_server(spec: str) -> OpenAICompatLLM:
     """A real server answers: greedy completion, n sampled completions that differ, one chat reply."""
     llm = load_llm(spec)
@@ -176,7 +209,8 @@ def test_real_llama_cpp_server_from_muse_llm_serve_smollm2():
     pytest.importorskip("llama_cpp.server", reason="llama.cpp's server is optional: MUSE_SETUP_SERVER=1 bash "
                         "scripts/setup.sh builds it (~10 min on 2 cores; not in CI)")
     with serve.running("smollm2", engine="llama.cpp", threads=1, n_ctx=2048) as spec:
-        _check_real_server(spec)
+        llm = _check_real_server(spec)
+    assert (llm.on_cpu, llm.context_window) == (True, 2048)  # from the server's record
 
 
 @pytest.mark.slow
@@ -185,7 +219,9 @@ def test_real_transformers_server_from_muse_llm_serve_smollm2(tmp_path):
     under the model's name. Its legacy completions ignore `n`, which the client learns from the first reply."""
     with serve.running("smollm2", engine="transformers", threads=1) as spec:
         assert spec.endswith(":smollm2")
-        assert _check_real_server(spec).ignores_n
+        llm = _check_real_server(spec)
+        assert llm.ignores_n and llm.context_window is None  # no n_ctx recorded for transformers
+        assert llm.on_cpu == (serve.transformers_device() == "cpu")
         # the product path end to end: ReAct on a real ALFWorld game, every step through the served model
         out = tmp_path / "run"
         assert cli_main(["run", "--env", "alfworld", "--agent", "react", "--limit", "1", "--max-steps", "2",
@@ -194,7 +230,8 @@ def test_real_transformers_server_from_muse_llm_serve_smollm2(tmp_path):
     assert row["steps"] == 2 == len(row["actions"]) and all(a.strip() for a in row["actions"]), row
     assert json.loads((out / "run.json").read_text())["model"] == spec
     # the episode names the server it went through, the processor and when it finished
-    assert row["server"] == {"engine": "transformers", "model": "smollm2", "threads": 1}, row.get("server")
+    device = serve.transformers_device()
+    assert row["server"] == {"engine": "transformers", "model": "smollm2", "threads": 1, "device": device}, row
     assert row["cpu_model"] and row["finished"].endswith("Z")
 
 
