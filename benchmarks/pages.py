@@ -1661,9 +1661,39 @@ def _run_command(folder: Path, run: dict[str, Any], eps: list[dict[str, Any]]) -
                  "'configs/llm/alfworld-heldout-study.yaml'))['tasks']))\")\n")
     else:
         games = f"GAMES={','.join(run['tasks'])}\n"
-    return (_serve_line(model, eps) + games + f"muse-llm run --env {run['env']} --agent {run['agent']} "
-            f"--tasks \"$GAMES\" --episodes {run['episodes']} --max-steps {run['max_steps']} --seed {run['seed']} "
-            f"--model {model} --out docs/{LLM_RUNS}/{folder.name}")
+    options = "".join(f" --{flag} {shlex.quote(f'{k}={v}')}" for flag, key in (("env-opt", "env_opt"),
+                                                                               ("agent-opt", "agent_opt"))
+                      for k, v in sorted((run.get(key) or {}).items()))
+    msa = _msa_rebuild_line(run, folder.parents[2])
+    return (_serve_line(model, eps) + msa + games + f"muse-llm run --env {run['env']} "
+            f"--agent {run['agent']} --tasks \"$GAMES\" --episodes {run['episodes']} --max-steps {run['max_steps']} "
+            f"--seed {run['seed']} --model {model}{options} --out docs/{LLM_RUNS}/{folder.name}")
+
+
+def _msa_rebuild_line(run: dict[str, Any], docs: Path) -> str:
+    """For a MUSE run whose M_sa (`--agent-opt msa=runs/NAME/msa`) was trained on a kept collection
+    (`docs/llm/alg3/MODEL/collect`, NAME = alg3-MODEL): the commands that rebuild it there, since model weights are
+    not kept (.gitignore); '' for any other run."""
+    msa = (run.get("agent_opt") or {}).get("msa")
+    m = re.fullmatch(r"runs/alg3-([\w.\-]+)/msa", str(msa or ""))
+    collect = docs / ALG3_RUNS / m.group(1) / "collect" if m else None
+    if collect is None or not (collect / "run.json").exists():
+        return ""
+    argv = json.loads((collect / "run.json").read_text()).get("argv")
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        return ""
+    keep = []  # the collection's own pipeline flags but --stage, --out and --model
+    skip = {"--stage", "--out", "--model"}
+    it = iter(argv[1:])
+    for a in it:
+        if a in skip:
+            next(it, None)
+        else:
+            keep.append(a)
+    pipe = f"runs/alg3-{m.group(1)}"
+    return (f"mkdir -p {pipe} && cp -r docs/{ALG3_RUNS}/{m.group(1)}/collect {pipe}/  # M_sa, trained on the kept "
+            f"collection:\nmuse-llm alfworld-pipeline --stage train-sa --out {pipe} --model {m.group(1)} "
+            + " ".join(shlex.quote(a) for a in keep) + "\n")
 
 
 def _games_won(run: dict[str, Any], eps: list[dict[str, Any]]) -> dict[str, tuple[bool, bool]]:
@@ -1727,7 +1757,8 @@ def _made_on(eps: list[dict[str, Any]]) -> str:
     if days:
         text += f"; episodes played {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else "")
     if undated:
-        text += (f"; {undated} episode{'s' * (undated != 1)} carry no date (recorded before episodes did): "
+        text += (f"; {undated} episode{'s' * (undated != 1)} carr{'y' if undated != 1 else 'ies'} no date (recorded "
+                 "before episodes did): "
                  "the commit that added them dates them")
     return text
 

@@ -199,3 +199,30 @@ def test_two_runs_of_one_model_are_paired_by_the_games_both_played_in_full(tmp_p
     assert "| react / reflexion | first episode of each | 2 | 1 | 0 | 1 | 0 | 1.00 |" in section
     assert "| react / reflexion | any episode of each | 2 | 1 | 1 | 1 | 1 | 1.00 |" in section
     assert "reflexion has 2 episodes a game against react's 1, so 'any episode' gives it more tries" in section
+
+
+def test_a_muse_run_names_its_options_and_how_its_m_sa_is_rebuilt(tmp_path: Path) -> None:
+    """The command of a kept MUSE run resumes it: its `--agent-opt`s (shell-quoted, read from run.json) and, as
+    model weights are not kept, the lines that retrain its M_sa on the kept collection it names."""
+    from benchmarks.pages import ALG3_RUNS
+
+    folder(tmp_path, [False])
+    run_file = tmp_path / LLM_RUNS / "react-qwen1.5b" / "run.json"
+    opts = {"msa": "runs/alg3-qwen1.5b/msa", "rollout_tokens": 64, "note": "a b;c"}
+    run_file.write_text(json.dumps({**json.loads(run_file.read_text()), "agent": "muse", "agent_opt": opts}))
+    page = alfworld_heldout(tmp_path)
+    assert "--agent-opt 'msa=runs/alg3-qwen1.5b/msa'" not in page  # quoted only where a shell needs it
+    assert ("--model openai:http://127.0.0.1:8093/v1:qwen1.5b --agent-opt msa=runs/alg3-qwen1.5b/msa --agent-opt "
+            "'note=a b;c' --agent-opt rollout_tokens=64 --out docs/llm/alfworld_heldout/") in page
+    assert "1 episode carries no date" in page
+    assert "--stage train-sa" not in page  # no kept collection of that name: nothing to rebuild from
+    collect = tmp_path / ALG3_RUNS / "qwen1.5b" / "collect"
+    collect.mkdir(parents=True)
+    argv = ["alfworld-pipeline", "--stage", "collect", "--out", "docs/llm/alg3/qwen1.5b", "--model", "m",
+            "--train-games", "10", "--collect-episodes", "2"]
+    (collect / "run.json").write_text(json.dumps({"env": "alfworld", "agent": "reflexion", "model": "m", "seed": 0,
+                                                  "episodes": 2, "max_steps": 50, "tasks": GAMES, "argv": argv}))
+    page = alfworld_heldout(tmp_path)
+    assert ("mkdir -p runs/alg3-qwen1.5b && cp -r docs/llm/alg3/qwen1.5b/collect runs/alg3-qwen1.5b/  # M_sa, "
+            "trained on the kept collection:\nmuse-llm alfworld-pipeline --stage train-sa --out runs/alg3-qwen1.5b "
+            "--model qwen1.5b --train-games 10 --collect-episodes 2\nGAMES=") in page
