@@ -137,7 +137,8 @@ class MuseAgent(ReflexionAgent):
             self._plan = action[len(prompting.THINK_PREFIX):].strip()
         info = {"rollout_scores": [round(float(s), 4) for s in scores], "valid_rollouts": len(candidates),
                 "rollouts": len(texts), "rollout_tokens": budget,
-                "rollout_pairs": [len(p) for _, p in candidates]}
+                "rollout_pairs": [len(p) for _, p in candidates],
+                "rollout_actions": [a for a, _ in candidates]}  # what M_sa chose among, beside their scores
         return self._decide(action, competence=float(scores[best]), info=info)
 
     def horizon(self, prompt: str) -> int:

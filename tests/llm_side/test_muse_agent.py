@@ -80,6 +80,8 @@ def test_batched_rollouts_best_first_action_and_competence():
     assert d.action == "win"
     assert 0.5 < d.competence <= 1.0 and d.competence == pytest.approx(max(d.info["rollout_scores"]), abs=1e-4)
     assert d.info["valid_rollouts"] == 4 and d.info["rollouts"] == 5  # the empty rollout is dropped
+    scores, actions = d.info["rollout_scores"], d.info["rollout_actions"]  # the choice, recorded
+    assert len(actions) == len(scores) == 4 and actions[int(np.argmax(scores))] == d.action == "win"
 
 
 def test_all_rollouts_invalid_gives_invalid_action():
