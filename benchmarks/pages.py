@@ -1811,7 +1811,47 @@ def _run_section(docs: Path, folder: Path, run: dict[str, Any], title: str, comm
             table(["task type", "episodes", "won", "mean steps", "wall s/step"],
                   [[t, len(xs), sum(bool(x.get("success")) for x in xs),
                     f"{statistics.fmean(x['steps'] for x in xs):.1f}", _seconds_per_step(xs)]
-                   for t, xs in sorted(by_type.items())]) if eps else ""]
+                   for t, xs in sorted(by_type.items())]) if eps else "",
+            *_rollout_choices(eps)]
+
+
+def _rollout_choices(eps: list[dict[str, Any]]) -> list[str]:
+    """What MUSE-LLM's self-regulation chose among, from its steps' `rollout_actions` and `rollout_scores`: how
+    often the rollouts' first actions disagree (only there can M_sa change the action), how often it then took
+    the most common one (what a vote of the rollouts would take), how far apart its scores are, and the
+    competence it reported in won and lost episodes. [] for runs without such steps (other agents)."""
+    steps, competence = [], {True: [], False: []}
+    for x in eps:
+        for info in x.get("step_info") or []:
+            if not isinstance(info, dict):
+                continue
+            actions, scores = info.get("rollout_actions"), info.get("rollout_scores")
+            if not (isinstance(actions, list) and isinstance(scores, list) and actions
+                    and len(actions) == len(scores) and all(isinstance(v, int | float) for v in scores)):
+                continue
+            chosen = actions[max(range(len(scores)), key=scores.__getitem__)]
+            steps.append((actions, scores, chosen))
+            competence[bool(x.get("success"))].append(max(scores))
+    if not steps:
+        return []
+    split = [(a, sc, c) for a, sc, c in steps if len(set(map(str, a))) > 1]
+    voted = sum(a.count(c) == max(a.count(v) for v in a) for a, _, c in split)
+    spread = statistics.median(max(sc) - min(sc) for _, sc, _ in steps if len(sc) > 1) \
+        if any(len(sc) > 1 for _, sc, _ in steps) else None
+    text = (f"**What the self-regulation chose among** ({len(steps)} steps that recorded their rollouts' first "
+            f"actions): the valid rollouts disagreed on the first action in {len(split)} "
+            f"({len(split) / len(steps):.0%}), the only steps where M_sa's choice can change the action")
+    if split:
+        text += (f"; there M_sa took the most common first action in {voted} of {len(split)} "
+                 f"({voted / len(split):.0%}; a vote of the rollouts takes it every time)")
+    if spread is not None:
+        text += f". The median spread of M_sa's scores over a step's rollouts is {spread:.3f}"
+    means = {k: statistics.fmean(v) for k, v in competence.items() if v}
+    if means:
+        text += ". Mean competence of the chosen rollout: " + ", ".join(
+            f"{means[k]:.3f} over {len(competence[k])} steps of {'won' if k else 'lost'} episodes"
+            for k in (True, False) if k in means)
+    return ["", text + "."]
 
 
 def _metrics_file(path: Path) -> dict[str, Any]:

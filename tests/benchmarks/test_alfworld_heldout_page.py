@@ -226,3 +226,26 @@ def test_a_muse_run_names_its_options_and_how_its_m_sa_is_rebuilt(tmp_path: Path
     assert ("mkdir -p runs/alg3-qwen1.5b && cp -r docs/llm/alg3/qwen1.5b/collect runs/alg3-qwen1.5b/  # M_sa, "
             "trained on the kept collection:\nmuse-llm alfworld-pipeline --stage train-sa --out runs/alg3-qwen1.5b "
             "--model qwen1.5b --train-games 10 --collect-episodes 2\nGAMES=") in page
+
+
+def test_a_muse_run_says_what_its_self_regulation_chose_among(tmp_path: Path) -> None:
+    """From the steps' recorded rollouts: where the first actions disagree (only there can M_sa change the
+    action), whether it took the most common one, its score spread, and the competence of won and lost episodes;
+    malformed step records are skipped, and a run without them (ReAct) gets no such paragraph."""
+    assert "What the self-regulation chose among" not in alfworld_heldout(folder(tmp_path / "a", [False]))
+    base = folder(tmp_path / "b", [True, False])
+    steps_won = [{"rollout_actions": ["go to a", "go to a", "go to b"], "rollout_scores": [0.2, 0.3, 0.9]},
+                 {"rollout_actions": ["take x", "take x"], "rollout_scores": [0.5, 0.7]}]
+    steps_lost = [{"rollout_actions": ["go to a", "go to b", "go to b"], "rollout_scores": [0.1, 0.4, 0.2]},
+                  {"rollout_actions": ["look"], "rollout_scores": [0.3]},
+                  {"rollout_actions": ["x"], "rollout_scores": ["0.9"]}, "junk", {"rollouts": 5}]
+    eps = base / LLM_RUNS / "react-qwen1.5b" / "episodes.jsonl"
+    rows = [json.loads(line) for line in eps.read_text().splitlines()]
+    rows[0]["step_info"], rows[1]["step_info"] = steps_won, steps_lost
+    eps.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = alfworld_heldout(base)
+    assert ("**What the self-regulation chose among** (4 steps that recorded their rollouts' first actions): the "
+            "valid rollouts disagreed on the first action in 2 (50%), the only steps where M_sa's choice can change "
+            "the action; there M_sa took the most common first action in 1 of 2 (50%; a vote of the rollouts takes "
+            "it every time). The median spread of M_sa's scores over a step's rollouts is 0.300. Mean competence "
+            "of the chosen rollout: 0.800 over 2 steps of won episodes, 0.350 over 2 steps of lost episodes.") in page
