@@ -56,6 +56,7 @@ def read_folders(collect: Path, heldout: Sequence[Path]) -> tuple[list[dict[str,
 
     if len({f.resolve() for f in heldout}) < len(heldout):
         raise ValueError("a --heldout folder is given twice; its episodes would count twice")
+
     def finished(folder: Path) -> list[dict[str, Any]]:
         recs = load_records(folder)
         if not recs:
@@ -78,7 +79,6 @@ def measure(collect: Path, heldout: Path | Sequence[Path], embedder: Any, *, epo
     from llm_side.training.self_awareness import leave_one_game_out, novel_games
 
     heldout = [heldout] if isinstance(heldout, Path) else list(heldout)
-
     train, test = records or read_folders(collect, heldout)
     start = time.perf_counter()
     novel = novel_games(train, test, embedder, epochs=epochs, seed=seed)
