@@ -16,6 +16,10 @@ Two engines (`--engine`; `auto` takes llama.cpp where it is installed, else tran
   sample): a single call costs what in-process transformers costs, MUSE's five rollouts 2.6x (measured,
   docs/benchmarks.md). On a GPU it serves the model in its table dtype.
 
+Before it starts, the server leaves a record of what it serves (engine, model, threads, n_ctx, device) for the
+runs on this machine (`llm_side/backends/served.py`): their episode lines name it, and the client learns the
+server's window and whether it decodes on a CPU from it.
+
 Context size (`--n-ctx`, default N_CTX, llama.cpp only): llama.cpp's own default of 2048 is too small.
 Measured with the Qwen2.5 tokenizer, the 2-shot ALFWorld ReAct head alone is 1110-1566 tokens (SmolLM2:
 1168-1645), the examples run 2.7-2.9 characters a token, so the agents' prompt budget (`context_tokens=6000`
