@@ -2120,6 +2120,59 @@ def alfworld_heldout(docs: Path) -> str:
     return "\n".join(out)
 
 
+AGENT_NAMES = {"react": "ReAct", "reflexion": "Reflexion", "muse": "MUSE-LLM"}
+
+
+@readme_block("llm_heldout")
+def readme_llm_heldout(docs: Path) -> str:
+    """The README's held-out ALFWorld line: each kept run's wins with its interval and games, how far a partial run
+    is, and every pair of runs of one model compared by game on their first episodes (the same budget)."""
+    from muse_common.metrics import mcnemar_exact, wilson_interval
+
+    runs = []
+    for folder in sorted(f for f in (docs / LLM_RUNS).glob("*") if (f / "run.json").exists()):
+        run = json.loads((folder / "run.json").read_text())
+        eps = read_lines(folder / "episodes.jsonl") if (folder / "episodes.jsonl").exists() else []
+        runs.append((run, eps))
+    if not runs:
+        return "No held-out ALFWorld run is kept yet."
+    parts, pairs = [], []
+    order = list(AGENT_NAMES)
+    runs.sort(key=lambda r: (r[0]["model"], order.index(r[0]["agent"]) if r[0]["agent"] in order else len(order)))
+    for run, eps in runs:
+        name = AGENT_NAMES.get(run["agent"], run["agent"])
+        expected = len(run["tasks"]) * int(run["episodes"])
+        won = sum(bool(x.get("success")) for x in eps)
+        lo, hi = wilson_interval(won, len(eps))
+        games = len({x["task"] for x in eps})
+        if not eps:
+            parts.append(f"{name} ({_served_name(run['model'])}): none of its {expected} episodes played yet")
+            continue
+        text = (f"{name} ({_served_name(run['model'])}) won {won} of {len(eps)} episodes ({lo:.0%} to {hi:.0%}) "
+                f"on {len({x['task'] for x in eps if x.get('success')})} of {games} games")
+        if len(eps) < expected:
+            text += f", {len(eps)} of its {expected} episodes played so far"
+        parts.append(text)
+    for i, (run_a, eps_a) in enumerate(runs):
+        for run_b, eps_b in runs[i + 1:]:
+            if run_a["model"] != run_b["model"]:
+                continue
+            a, b = _games_won(run_a, eps_a), _games_won(run_b, eps_b)
+            games = sorted(set(a) & set(b))
+            if not games:
+                continue
+            only_a = sum(a[g][0] and not b[g][0] for g in games)
+            only_b = sum(b[g][0] and not a[g][0] for g in games)
+            pairs.append(f"{AGENT_NAMES.get(run_a['agent'], run_a['agent'])} {sum(a[g][0] for g in games)} vs "
+                         f"{AGENT_NAMES.get(run_b['agent'], run_b['agent'])} {sum(b[g][0] for g in games)} of "
+                         f"{len(games)} games (McNemar p = {mcnemar_exact(only_a, only_b):.2f})")
+    out = ("On the study's held-out ALFWorld games ([page](docs/experiments/alfworld-heldout.md); 95% intervals): "
+           + "; ".join(parts) + ".")
+    if pairs:
+        out += " Wins in the first episode, by game, on the games both runs played in full: " + "; ".join(pairs) + "."
+    return out
+
+
 # ------------------------------------------------------------------------------------------- rendering
 
 

@@ -249,3 +249,28 @@ def test_a_muse_run_says_what_its_self_regulation_chose_among(tmp_path: Path) ->
             "the action; there M_sa took the most common first action in 1 of 2 (50%; a vote of the rollouts takes "
             "it every time). The median spread of M_sa's scores over a step's rollouts is 0.300. Mean competence "
             "of the chosen rollout: 0.800 over 2 steps of won episodes, 0.350 over 2 steps of lost episodes.") in page
+
+
+def test_the_readme_line_counts_each_run_and_pairs_them_by_game(tmp_path: Path) -> None:
+    """The README's held-out line comes from the kept runs: wins with an interval and games, a partial run said as
+    such, a run with no episode yet, and each pair of one model's runs on the games both played in full."""
+    from benchmarks.pages import readme_llm_heldout
+
+    assert readme_llm_heldout(tmp_path) == "No held-out ALFWorld run is kept yet."
+    folder(tmp_path, [False, True, True])
+    muse = tmp_path / LLM_RUNS / "muse-qwen1.5b"
+    muse.mkdir()
+    run = json.loads((tmp_path / LLM_RUNS / "react-qwen1.5b" / "run.json").read_text())
+    (muse / "run.json").write_text(json.dumps({**run, "agent": "muse"}))
+    line = readme_llm_heldout(tmp_path)
+    assert "MUSE-LLM (qwen1.5b through a local server): none of its 3 episodes played yet" in line
+    assert "ReAct (qwen1.5b through a local server) won 2 of 3 episodes (21% to 94%) on 2 of 3 games;" in line
+    assert "Wins in the first episode" not in line  # no game played by both
+    (muse / "episodes.jsonl").write_text("".join(json.dumps({"task": t, "episode": 0, "success": t == GAMES[0]})
+                                                 + "\n" for t in GAMES[:2]))
+    line = readme_llm_heldout(tmp_path)
+    assert line.index("ReAct") < line.index("MUSE-LLM")  # agents in a fixed order, not the folders'
+    assert "MUSE-LLM (qwen1.5b through a local server) won 1 of 2 episodes (9% to 91%) on 1 of 2 games, 2 of its " \
+           "3 episodes played so far" in line
+    assert ("Wins in the first episode, by game, on the games both runs played in full: ReAct 1 vs MUSE-LLM 1 of 2 "
+            "games (McNemar p = 1.00).") in line
