@@ -1785,7 +1785,8 @@ def _run_section(docs: Path, folder: Path, run: dict[str, Any], title: str, comm
     lo, hi = wilson_interval(won, len(eps))
     shows = (f"{run['agent']} with {_served_name(run['model'])} won {won} of {len(eps)} episodes"
              + (f" (95% interval {lo:.0%} to {hi:.0%})" if eps else "")
-             + ("" if len(eps) >= expected else f"; {len(eps)} of the {expected} episodes are played so far "
+             + ("" if len(eps) >= expected else f"; {len(eps)} of the {expected} episodes "
+                f"{'is' if len(eps) == 1 else 'are'} played so far "
                 "(rerun the command to resume)") + ".")
     if int(run["episodes"]) > 1 and eps:
         games = len({x["task"] for x in eps})
@@ -1845,11 +1846,11 @@ def _rollout_choices(eps: list[dict[str, Any]]) -> list[str]:
         text += (f"; there M_sa took the most common first action in {voted} of {len(split)} "
                  f"({voted / len(split):.0%}; a vote of the rollouts takes it every time)")
     if spread is not None:
-        text += f". The median spread of M_sa's scores over a step's rollouts is {spread:.3f}"
+        text += f". The median spread of M_sa's scores over a step's rollouts is {spread:.2g}"
     means = {k: statistics.fmean(v) for k, v in competence.items() if v}
     if means:
         text += ". Mean competence of the chosen rollout: " + ", ".join(
-            f"{means[k]:.3f} over {len(competence[k])} steps of {'won' if k else 'lost'} episodes"
+            f"{means[k]:.2g} over {len(competence[k])} steps of {'won' if k else 'lost'} episodes"
             for k in (True, False) if k in means)
     return ["", text + "."]
 

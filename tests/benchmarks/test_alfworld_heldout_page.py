@@ -247,8 +247,8 @@ def test_a_muse_run_says_what_its_self_regulation_chose_among(tmp_path: Path) ->
     assert ("**What the self-regulation chose among** (4 steps that recorded their rollouts' first actions): the "
             "valid rollouts disagreed on the first action in 2 (50%), the only steps where M_sa's choice can change "
             "the action; there M_sa took the most common first action in 1 of 2 (50%; a vote of the rollouts takes "
-            "it every time). The median spread of M_sa's scores over a step's rollouts is 0.300. Mean competence "
-            "of the chosen rollout: 0.800 over 2 steps of won episodes, 0.350 over 2 steps of lost episodes.") in page
+            "it every time). The median spread of M_sa's scores over a step's rollouts is 0.3. Mean competence "
+            "of the chosen rollout: 0.8 over 2 steps of won episodes, 0.35 over 2 steps of lost episodes.") in page
 
 
 def test_the_readme_line_counts_each_run_and_pairs_them_by_game(tmp_path: Path) -> None:
