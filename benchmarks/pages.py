@@ -1705,36 +1705,51 @@ def _games_won(run: dict[str, Any], eps: list[dict[str, Any]]) -> dict[str, tupl
     return {g: (e.get(0, False), any(e.values())) for g, e in by_game.items() if len(e) >= full}
 
 
-def _paired_runs(runs: list[tuple[str, dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
-    """Kept runs of the same model set against each other on the games both played in full: wins in the first
-    episode (the same budget) and in any episode (Reflexion's later trials included), exact McNemar tests."""
-    from muse_common.metrics import mcnemar_exact
-
-    rows, sentences, commands = [], [], []
-    for i, (name_a, run_a, eps_a) in enumerate(runs):
-        for name_b, run_b, eps_b in runs[i + 1:]:
+def _same_model_pairs(runs: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Iterable[
+        tuple[int, int, dict[str, tuple[bool, bool]], dict[str, tuple[bool, bool]], list[str]]]:
+    """Each pair (i, j), i < j, of kept runs (run.json, episodes) of one model with games both played in full:
+    the indices, each run's `_games_won` and the shared games, sorted."""
+    for i, (run_a, eps_a) in enumerate(runs):
+        for j in range(i + 1, len(runs)):
+            run_b, eps_b = runs[j]
             if run_a["model"] != run_b["model"]:
                 continue
             a, b = _games_won(run_a, eps_a), _games_won(run_b, eps_b)
             games = sorted(set(a) & set(b))
-            if not games:
-                continue
-            for k, budget, said in ((0, "first episode of each", "in their first episodes"),
-                                    (1, "any episode of each", "in any of their episodes")):
-                won_a, won_b = sum(a[g][k] for g in games), sum(b[g][k] for g in games)
-                only_a = sum(a[g][k] and not b[g][k] for g in games)
-                only_b = sum(b[g][k] and not a[g][k] for g in games)
-                p = mcnemar_exact(only_a, only_b)
-                rows.append([f"{run_a['agent']} / {run_b['agent']}", budget, len(games), won_a, won_b, only_a,
-                             only_b, f"{p:.2f}"])
-                sentences.append(f"{said}, {run_a['agent']} won {won_a} and {run_b['agent']} {won_b} of "
-                                 f"{len(games)} games (exact McNemar p = {p:.2f}"
-                                 + ("" if p < 0.05 else ": not told apart at this size") + ")")
-            if int(run_a["episodes"]) != int(run_b["episodes"]):
-                more, fewer = sorted((run_a, run_b), key=lambda r: -int(r["episodes"]))
-                sentences[-1] += (f"; {more['agent']} has {more['episodes']} episodes a game against "
-                                  f"{fewer['agent']}'s {fewer['episodes']}, so 'any episode' gives it more tries")
-            commands += [f"# {name_a} and {name_b}: the commands of their sections above"]
+            if games:
+                yield i, j, a, b, games
+
+
+def _pair_wins(a: dict[str, tuple[bool, bool]], b: dict[str, tuple[bool, bool]], games: list[str],
+               k: int) -> tuple[int, int, int, int, float]:
+    """Wins of two runs on `games` (k = 0: first episode, 1: any episode): each run's, each one's alone, and the
+    exact McNemar p of those discordant games."""
+    from muse_common.metrics import mcnemar_exact
+
+    only_a = sum(a[g][k] and not b[g][k] for g in games)
+    only_b = sum(b[g][k] and not a[g][k] for g in games)
+    return sum(a[g][k] for g in games), sum(b[g][k] for g in games), only_a, only_b, mcnemar_exact(only_a, only_b)
+
+
+def _paired_runs(runs: list[tuple[str, dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
+    """Kept runs of the same model set against each other on the games both played in full: wins in the first
+    episode (the same budget) and in any episode (Reflexion's later trials included), exact McNemar tests."""
+    rows, sentences, commands = [], [], []
+    for i, j, a, b, games in _same_model_pairs([(run, eps) for _, run, eps in runs]):
+        (name_a, run_a, _), (name_b, run_b, _) = runs[i], runs[j]
+        for k, budget, said in ((0, "first episode of each", "in their first episodes"),
+                                (1, "any episode of each", "in any of their episodes")):
+            won_a, won_b, only_a, only_b, p = _pair_wins(a, b, games, k)
+            rows.append([f"{run_a['agent']} / {run_b['agent']}", budget, len(games), won_a, won_b, only_a,
+                         only_b, f"{p:.2f}"])
+            sentences.append(f"{said}, {run_a['agent']} won {won_a} and {run_b['agent']} {won_b} of "
+                             f"{len(games)} games (exact McNemar p = {p:.2f}"
+                             + ("" if p < 0.05 else ": not told apart at this size") + ")")
+        if int(run_a["episodes"]) != int(run_b["episodes"]):
+            more, fewer = sorted((run_a, run_b), key=lambda r: -int(r["episodes"]))
+            sentences[-1] += (f"; {more['agent']} has {more['episodes']} episodes a game against "
+                              f"{fewer['agent']}'s {fewer['episodes']}, so 'any episode' gives it more tries")
+        commands += [f"# {name_a} and {name_b}: the commands of their sections above"]
     if not rows:
         return []
     shows = "On the games both runs of a model played in full: " + "; ".join(sentences) + "."
@@ -2128,7 +2143,7 @@ AGENT_NAMES = {"react": "ReAct", "reflexion": "Reflexion", "muse": "MUSE-LLM"}
 def readme_llm_heldout(docs: Path) -> str:
     """The README's held-out ALFWorld line: each kept run's wins with its interval and games, how far a partial run
     is, and every pair of runs of one model compared by game on their first episodes (the same budget)."""
-    from muse_common.metrics import mcnemar_exact, wilson_interval
+    from muse_common.metrics import wilson_interval
 
     runs = []
     for folder in sorted(f for f in (docs / LLM_RUNS).glob("*") if (f / "run.json").exists()):
@@ -2154,19 +2169,12 @@ def readme_llm_heldout(docs: Path) -> str:
         if len(eps) < expected:
             text += f", {len(eps)} of its {expected} episodes played so far"
         parts.append(text)
-    for i, (run_a, eps_a) in enumerate(runs):
-        for run_b, eps_b in runs[i + 1:]:
-            if run_a["model"] != run_b["model"]:
-                continue
-            a, b = _games_won(run_a, eps_a), _games_won(run_b, eps_b)
-            games = sorted(set(a) & set(b))
-            if not games:
-                continue
-            only_a = sum(a[g][0] and not b[g][0] for g in games)
-            only_b = sum(b[g][0] and not a[g][0] for g in games)
-            pairs.append(f"{AGENT_NAMES.get(run_a['agent'], run_a['agent'])} {sum(a[g][0] for g in games)} vs "
-                         f"{AGENT_NAMES.get(run_b['agent'], run_b['agent'])} {sum(b[g][0] for g in games)} of "
-                         f"{len(games)} games (McNemar p = {mcnemar_exact(only_a, only_b):.2f})")
+    for i, j, a, b, games in _same_model_pairs(runs):
+        (run_a, _), (run_b, _) = runs[i], runs[j]
+        won_a, won_b, _, _, p = _pair_wins(a, b, games, 0)
+        pairs.append(f"{AGENT_NAMES.get(run_a['agent'], run_a['agent'])} {won_a} vs "
+                     f"{AGENT_NAMES.get(run_b['agent'], run_b['agent'])} {won_b} of {len(games)} games "
+                     f"(McNemar p = {p:.2f})")
     out = ("On the study's held-out ALFWorld games ([page](docs/experiments/alfworld-heldout.md); 95% intervals): "
            + "; ".join(parts) + ".")
     if pairs:
