@@ -1867,7 +1867,7 @@ def _rollout_choices(eps: list[dict[str, Any]]) -> list[str]:
         text += ". Mean competence of the chosen rollout: " + ", ".join(
             f"{means[k]:.2g} over {len(competence[k])} steps of {'won' if k else 'lost'} episodes"
             for k in (True, False) if k in means)
-    return ["", text + "."]
+    return ["", text + ".", ""]
 
 
 def _metrics_file(path: Path) -> dict[str, Any]:
