@@ -26,7 +26,7 @@ import re
 import shlex
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -1740,15 +1740,15 @@ def _paired_runs(runs: list[tuple[str, dict[str, Any], list[dict[str, Any]]]]) -
         for k, budget, said in ((0, "first episode of each", "in their first episodes"),
                                 (1, "any episode of each", "in any of their episodes")):
             won_a, won_b, only_a, only_b, p = _pair_wins(a, b, games, k)
-            rows.append([f"{run_a['agent']} / {run_b['agent']}", budget, len(games), won_a, won_b, only_a,
+            rows.append([f"{_agent_label(run_a)} / {_agent_label(run_b)}", budget, len(games), won_a, won_b, only_a,
                          only_b, f"{p:.2f}"])
-            sentences.append(f"{said}, {run_a['agent']} won {won_a} and {run_b['agent']} {won_b} of "
+            sentences.append(f"{said}, {_agent_label(run_a)} won {won_a} and {_agent_label(run_b)} {won_b} of "
                              f"{len(games)} games (exact McNemar p = {p:.2f}"
                              + ("" if p < 0.05 else ": not told apart at this size") + ")")
         if int(run_a["episodes"]) != int(run_b["episodes"]):
             more, fewer = sorted((run_a, run_b), key=lambda r: -int(r["episodes"]))
-            sentences[-1] += (f"; {more['agent']} has {more['episodes']} episodes a game against "
-                              f"{fewer['agent']}'s {fewer['episodes']}, so 'any episode' gives it more tries")
+            sentences[-1] += (f"; {_agent_label(more)} has {more['episodes']} episodes a game against "
+                              f"{_agent_label(fewer)}'s {fewer['episodes']}, so 'any episode' gives it more tries")
         commands += [f"# {name_a} and {name_b}: the commands of their sections above"]
     if not rows:
         return []
@@ -1798,7 +1798,7 @@ def _run_section(docs: Path, folder: Path, run: dict[str, Any], title: str, comm
     expected = len(run["tasks"]) * int(run["episodes"])
     won = sum(bool(x.get("success")) for x in eps)
     lo, hi = wilson_interval(won, len(eps))
-    shows = (f"{run['agent']} with {_served_name(run['model'])} won {won} of {len(eps)} episodes"
+    shows = (f"{_agent_label(run)} with {_served_name(run['model'])} won {won} of {len(eps)} episodes"
              + (f" (95% interval {lo:.0%} to {hi:.0%})" if eps else "")
              + ("" if len(eps) >= expected else f"; {len(eps)} of the {expected} episodes "
                 f"{'is' if len(eps) == 1 else 'are'} played so far "
@@ -1828,14 +1828,28 @@ def _run_section(docs: Path, folder: Path, run: dict[str, Any], title: str, comm
                   [[t, len(xs), sum(bool(x.get("success")) for x in xs),
                     f"{statistics.fmean(x['steps'] for x in xs):.1f}", _seconds_per_step(xs)]
                    for t, xs in sorted(by_type.items())]) if eps else "",
-            *_rollout_choices(eps)]
+            *_rollout_choices(eps, _select(run))]
 
 
-def _rollout_choices(eps: list[dict[str, Any]]) -> list[str]:
-    """What MUSE-LLM's self-regulation chose among, from its steps' `rollout_actions` and `rollout_scores`: how
-    often the rollouts' first actions disagree (only there can M_sa change the action), how often it then took
-    the most common one (what a vote of the rollouts would take), how far apart its scores are, and the
-    competence it reported in won and lost episodes. [] for runs without such steps (other agents)."""
+def _select(run: dict[str, Any]) -> str:
+    """A MUSE run's self-regulation rule (`--agent-opt select=`): 'msa' (the paper, the default) or 'vote'."""
+    return str((run.get("agent_opt") or {}).get("select") or "msa")
+
+
+def _agent_label(run: dict[str, Any], names: Mapping[str, str] | None = None) -> str:
+    """A run's agent as pages name it (`names` maps agent to display name), with a non-default self-regulation
+    rule (`select=vote`, the control) said, so a control run is never read as the paper's agent."""
+    agent = str(run["agent"])
+    label = (names or {}).get(agent, agent)
+    return label + (f" (select={_select(run)})" if _select(run) != "msa" else "")
+
+
+def _rollout_choices(eps: list[dict[str, Any]], select: str = "msa") -> list[str]:
+    """What MUSE-LLM's self-regulation chose among, from its steps' `rollout_actions` and `rollout_scores` (and
+    `chosen`, the followed rollout; the highest score where a step predates it): how often the rollouts' first
+    actions disagree (only there can the rule change the action), how often the rule then took the most common
+    one (what a vote of the rollouts takes), how far apart M_sa's scores are, and the competence reported in won
+    and lost episodes. `select` is the run's rule. [] for runs without such steps (other agents)."""
     steps, competence = [], {True: [], False: []}
     for x in eps:
         for info in x.get("step_info") or []:
@@ -1845,20 +1859,23 @@ def _rollout_choices(eps: list[dict[str, Any]]) -> list[str]:
             if not (isinstance(actions, list) and isinstance(scores, list) and actions
                     and len(actions) == len(scores) and all(isinstance(v, int | float) for v in scores)):
                 continue
-            chosen = actions[max(range(len(scores)), key=scores.__getitem__)]
-            steps.append((actions, scores, chosen))
-            competence[bool(x.get("success"))].append(max(scores))
+            best = info.get("chosen")
+            if not (isinstance(best, int) and not isinstance(best, bool) and 0 <= best < len(scores)):
+                best = max(range(len(scores)), key=scores.__getitem__)
+            steps.append((actions, scores, actions[best]))
+            competence[bool(x.get("success"))].append(scores[best])
     if not steps:
         return []
+    rule = "M_sa" if select == "msa" else f"the `select={select}` rule"
     split = [(a, sc, c) for a, sc, c in steps if len(set(map(str, a))) > 1]
     voted = sum(a.count(c) == max(a.count(v) for v in a) for a, _, c in split)
     spread = statistics.median(max(sc) - min(sc) for _, sc, _ in steps if len(sc) > 1) \
         if any(len(sc) > 1 for _, sc, _ in steps) else None
     text = (f"**What the self-regulation chose among** ({len(steps)} steps that recorded their rollouts' first "
             f"actions): the valid rollouts disagreed on the first action in {len(split)} "
-            f"({len(split) / len(steps):.0%}), the only steps where M_sa's choice can change the action")
+            f"({len(split) / len(steps):.0%}), the only steps where {rule}'s choice can change the action")
     if split:
-        text += (f"; there M_sa took the most common first action in {voted} of {len(split)} "
+        text += (f"; there {rule} took the most common first action in {voted} of {len(split)} "
                  f"({voted / len(split):.0%}; a vote of the rollouts takes it every time)")
     if spread is not None:
         text += f". The median spread of M_sa's scores over a step's rollouts is {spread:.2g}"
@@ -2114,7 +2131,7 @@ def alfworld_heldout(docs: Path) -> str:
     kept = []
     for folder in folders:
         run = json.loads((folder / "run.json").read_text())
-        out += _run_section(docs, folder, run, f"{run['agent']}, {_served_name(run['model'])}")
+        out += _run_section(docs, folder, run, f"{_agent_label(run)}, {_served_name(run['model'])}")
         kept.append((folder.name, run, read_lines(folder / "episodes.jsonl") if (folder / "episodes.jsonl").exists()
                      else []))
     out += _paired_runs(kept)
@@ -2156,7 +2173,7 @@ def readme_llm_heldout(docs: Path) -> str:
     order = list(AGENT_NAMES)
     runs.sort(key=lambda r: (r[0]["model"], order.index(r[0]["agent"]) if r[0]["agent"] in order else len(order)))
     for run, eps in runs:
-        name = AGENT_NAMES.get(run["agent"], run["agent"])
+        name = _agent_label(run, AGENT_NAMES)
         expected = len(run["tasks"]) * int(run["episodes"])
         won = sum(bool(x.get("success")) for x in eps)
         lo, hi = wilson_interval(won, len(eps))
@@ -2172,8 +2189,8 @@ def readme_llm_heldout(docs: Path) -> str:
     for i, j, a, b, games in _same_model_pairs(runs):
         (run_a, _), (run_b, _) = runs[i], runs[j]
         won_a, won_b, _, _, p = _pair_wins(a, b, games, 0)
-        pairs.append(f"{AGENT_NAMES.get(run_a['agent'], run_a['agent'])} {won_a} vs "
-                     f"{AGENT_NAMES.get(run_b['agent'], run_b['agent'])} {won_b} of {len(games)} games "
+        pairs.append(f"{_agent_label(run_a, AGENT_NAMES)} {won_a} vs "
+                     f"{_agent_label(run_b, AGENT_NAMES)} {won_b} of {len(games)} games "
                      f"(McNemar p = {p:.2f})")
     out = ("On the study's held-out ALFWorld games ([page](docs/experiments/alfworld-heldout.md); 95% intervals): "
            + "; ".join(parts) + ".")

@@ -18,6 +18,12 @@ game, "Here is the task"); blank lines inside it are skipped, not an end. `score
 bounds how many of a rollout's action-observation pairs M_sa reads; M_sa is trained on 4-pair chunks
 (Algorithm 2), so `score_pairs=4` scores exactly what it was trained on (the paper does not say).
 
+Self-regulation control. `select="msa"` (the default, the paper's rule) takes the first action of the rollout
+M_sa scores highest. `select="vote"` takes the first action most rollouts share, ties going to the earliest
+rollout, with M_sa still scoring every rollout (the recorded competence is the chosen one's score). This is the
+simple alternative the mechanism has to beat: the same 5 samples, a choice that needs no M_sa. It is not in the
+paper, and it changes only the steps where the valid rollouts disagree on their first action.
+
 Deployment adaptation (Algorithm 3): with `adapt_episodes=k`, after the task's first k episodes the
 MLP of M_sa is refitted on a replay of pre-deployment chunks plus this task's new chunks; the next
 task starts again from the pre-deployment weights. The new chunks live in `memory()`, so a resumed
@@ -29,6 +35,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -56,6 +63,17 @@ DEFAULT_CONTEXT_WINDOW = 8192
 """Window assumed for backends that do not report theirs (an OpenAI-compatible server other than a local
 `muse-llm serve`, whose record gives its n_ctx): set the `context_window` option to the server's n_ctx."""
 ROLLOUT_STOP = "Here is the task"
+SELECTIONS = ("msa", "vote")
+"""How self-regulation picks among rollouts: the paper's M_sa argmax, or the majority first action (a control)."""
+
+
+def choose(scores: Any, first_actions: list[str], select: str = "msa") -> int:
+    """Index of the rollout self-regulation follows: M_sa's highest score ("msa", the paper), or the first
+    rollout whose first action most rollouts share ("vote", the control; ties go to the earliest)."""
+    if select == "vote":
+        counts = Counter(first_actions)
+        return max(range(len(first_actions)), key=lambda i: (counts[first_actions[i]], -i))
+    return int(np.argmax(scores))
 
 
 def rollout_budget(setting: int | str, prompt_tokens: int, context_window: int | None, on_cpu: bool) -> int:
@@ -81,10 +99,13 @@ class MuseAgent(ReflexionAgent):
     def __init__(self, llm: LLM, msa: sa.SelfAwarenessModel, *, n_rollouts: int = 5, rollout_temperature: float = 0.5,
                  rollout_tokens: int | str = "auto", score_pairs: int | None = None,
                  context_window: int | None = None, adapt_episodes: int = 0, replay: list[sa.SAExample] | None = None,
-                 replay_ratio: int = 4, adapt_epochs: int = 10, **kw: Any):
+                 replay_ratio: int = 4, adapt_epochs: int = 10, select: str = "msa", **kw: Any):
         super().__init__(llm, **kw)
         if n_rollouts < 1:
             raise ValueError(f"n_rollouts must be >= 1, got {n_rollouts}.")
+        if select not in SELECTIONS:
+            raise ValueError(f"select must be one of {', '.join(SELECTIONS)}, got {select!r}.")
+        self.select = select
         self.msa = msa
         self.n_rollouts = n_rollouts
         self.rollout_temperature = rollout_temperature
@@ -131,14 +152,15 @@ class MuseAgent(ReflexionAgent):
         first_think = candidates[0][0]
         plan = self._plan or (first_think[len("think:"):].strip() if first_think.startswith("think:") else "")
         scores = self.msa.predict([self._task] * len(candidates), [sa.chunk_text(plan, p) for _, p in candidates])
-        best = int(np.argmax(scores))
+        best = choose(scores, [a for a, _ in candidates], self.select)
         action = candidates[best][0]
         if not self._plan and action.startswith(prompting.THINK_PREFIX):
             self._plan = action[len(prompting.THINK_PREFIX):].strip()
         info = {"rollout_scores": [round(float(s), 4) for s in scores], "valid_rollouts": len(candidates),
                 "rollouts": len(texts), "rollout_tokens": budget,
                 "rollout_pairs": [len(p) for _, p in candidates],
-                "rollout_actions": [a for a, _ in candidates]}  # what M_sa chose among, beside their scores
+                "rollout_actions": [a for a, _ in candidates],  # what M_sa chose among, beside their scores
+                "chosen": best}
         return self._decide(action, competence=float(scores[best]), info=info)
 
     def horizon(self, prompt: str) -> int:
@@ -231,6 +253,9 @@ class Options(reflexion.Options):
     """Action-observation pairs of a rollout M_sa reads; none = all (4 = the chunk size M_sa is trained on)."""
     context_window: int | None = setting(None, integer_at_least(1))
     """Context window for `rollout_tokens=context` when the backend does not report one."""
+    select: Literal["msa", "vote"] = "msa"
+    """Self-regulation's choice among rollouts: `msa` (the highest M_sa score, the paper) or `vote` (the first action
+    most rollouts share: the control that needs no M_sa; see the module docstring)."""
     adapt_episodes: int = setting(0, integer_at_least(0))
     """k of Algorithm 3: refit M_sa after a task's first k episodes (0 = no deployment adaptation)."""
 

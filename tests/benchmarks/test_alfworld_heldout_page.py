@@ -251,6 +251,34 @@ def test_a_muse_run_says_what_its_self_regulation_chose_among(tmp_path: Path) ->
             "of the chosen rollout: 0.8 over 2 steps of won episodes, 0.35 over 2 steps of lost episodes.") in page
 
 
+def test_a_vote_control_run_is_named_as_such_and_its_recorded_choice_is_read(tmp_path: Path) -> None:
+    """A MUSE run with `select=vote` (the control) is labelled so in its section, the pairs and the README; its
+    paragraph reads the followed rollout from the step's `chosen`, not the highest score; an out-of-range or
+    non-integer `chosen` falls back to the highest score."""
+    from benchmarks.pages import readme_llm_heldout
+
+    base = folder(tmp_path, [True, False])
+    vote = base / LLM_RUNS / "muse-vote-qwen1.5b"
+    vote.mkdir()
+    run = json.loads((base / LLM_RUNS / "react-qwen1.5b" / "run.json").read_text())
+    (vote / "run.json").write_text(json.dumps({**run, "agent": "muse", "agent_opt": {"select": "vote"}}))
+    steps = [{"rollout_actions": ["go to a", "go to a", "go to b"], "rollout_scores": [0.2, 0.3, 0.9], "chosen": 0},
+             {"rollout_actions": ["go to a", "go to a", "go to b"], "rollout_scores": [0.2, 0.3, 0.6], "chosen": 7},
+             {"rollout_actions": ["go to a", "go to a", "go to b"], "rollout_scores": [0.2, 0.3, 0.6],
+              "chosen": True}]
+    (vote / "episodes.jsonl").write_text("".join(
+        json.dumps({"task": t, "episode": 0, "success": False, "steps": 3, "step_info": steps}) + "\n"
+        for t in GAMES[:2]))
+    page = alfworld_heldout(base)
+    assert "## muse (select=vote), qwen1.5b through a local server" in page
+    assert "muse (select=vote) with qwen1.5b through a local server won 0 of 2 episodes" in page
+    assert ("the only steps where the `select=vote` rule's choice can change the action; there the `select=vote` "
+            "rule took the most common first action in 2 of 6 (33%") in page
+    assert "Mean competence of the chosen rollout: 0.47 over 6 steps of lost episodes" in page  # (0.2+0.6+0.6)/3
+    assert "| muse (select=vote) / react | first episode of each | 2 | 0 | 1 | 0 | 1 | 1.00 |" in page  # folder order
+    assert "MUSE-LLM (select=vote) (qwen1.5b through a local server) won 0 of 2 episodes" in readme_llm_heldout(base)
+
+
 def test_the_readme_line_counts_each_run_and_pairs_them_by_game(tmp_path: Path) -> None:
     """The README's held-out line comes from the kept runs: wins with an interval and games, a partial run said as
     such, a run with no episode yet, and each pair of one model's runs on the games both played in full."""

@@ -84,6 +84,36 @@ def test_batched_rollouts_best_first_action_and_competence():
     assert len(actions) == len(scores) == 4 and actions[int(np.argmax(scores))] == d.action == "win"
 
 
+def test_vote_control_takes_the_majority_first_action_where_msa_takes_the_best():
+    """The same five rollouts: M_sa picks the one 'win' rollout, the vote the first action two rollouts share."""
+    llm = CountingLLM(lambda p, i: ROLLOUTS[i % 5] if p.endswith(">") else " a plan")
+    paper, vote = MuseAgent(llm, _trained_msa()), MuseAgent(llm, _trained_msa(), select="vote")
+    for agent in (paper, vote):
+        _begin(agent)
+    d_msa, d_vote = paper.act("Room.", None), vote.act("Room.", None)
+    assert d_msa.action == "win" and d_vote.action == "look"
+    assert d_vote.info["rollout_actions"] == ["look", "win", "look around", "look"]
+    assert d_vote.competence == pytest.approx(d_vote.info["rollout_scores"][0], abs=1e-4)  # the chosen one's score
+    assert d_vote.competence < d_msa.competence
+
+
+def test_choose_ties_go_to_the_earliest_rollout_and_bad_selections_are_refused():
+    from llm_side.agents.muse import choose
+
+    assert choose([0.1, 0.9, 0.2], ["a", "b", "c"], "vote") == 0  # all distinct: the first sample
+    assert choose([0.1, 0.9, 0.2, 0.3], ["a", "b", "b", "a"], "vote") == 0  # a tie: the earliest
+    assert choose([0.1, 0.9, 0.2, 0.3], ["a", "b", "c", "c"], "vote") == 2
+    assert choose([0.1, 0.9, 0.2, 0.3], ["a", "b", "c", "c"], "msa") == 1
+    with pytest.raises(ValueError, match="select must be one of msa, vote"):
+        MuseAgent(ScriptedLLM(["x"]), _trained_msa(), select="best")
+    from llm_side.agents.muse import Options
+    from muse_common.settings import build_options
+
+    assert build_options(Options, {"select": "vote"}, "muse").select == "vote"  # --agent-opt select=vote
+    with pytest.raises(ValueError, match="select"):
+        build_options(Options, {"select": "best"}, "muse")
+
+
 def test_all_rollouts_invalid_gives_invalid_action():
     agent = MuseAgent(ScriptedLLM(lambda p, i: "" if p.endswith(">") else " plan"), _trained_msa())
     _begin(agent)
