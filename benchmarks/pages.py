@@ -1833,15 +1833,15 @@ def _run_section(docs: Path, folder: Path, run: dict[str, Any], title: str, comm
 
 def _select(run: dict[str, Any]) -> str:
     """A MUSE run's self-regulation rule (`--agent-opt select=`): 'msa' (the paper, the default) or 'vote'."""
-    return str((run.get("agent_opt") or {}).get("select") or "msa")
+    opts = run.get("agent_opt")
+    return str((opts.get("select") if isinstance(opts, dict) else None) or "msa")
 
 
 def _agent_label(run: dict[str, Any], names: Mapping[str, str] | None = None) -> str:
     """A run's agent as pages name it (`names` maps agent to display name), with a non-default self-regulation
     rule (`select=vote`, the control) said, so a control run is never read as the paper's agent."""
-    agent = str(run["agent"])
-    label = (names or {}).get(agent, agent)
-    return label + (f" (select={_select(run)})" if _select(run) != "msa" else "")
+    agent, select = str(run["agent"]), _select(run)
+    return (names or {}).get(agent, agent) + (f" (select={select})" if select != "msa" else "")
 
 
 def _rollout_choices(eps: list[dict[str, Any]], select: str = "msa") -> list[str]:

@@ -38,7 +38,7 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -63,11 +63,12 @@ DEFAULT_CONTEXT_WINDOW = 8192
 """Window assumed for backends that do not report theirs (an OpenAI-compatible server other than a local
 `muse-llm serve`, whose record gives its n_ctx): set the `context_window` option to the server's n_ctx."""
 ROLLOUT_STOP = "Here is the task"
-SELECTIONS = ("msa", "vote")
+Selection = Literal["msa", "vote"]
 """How self-regulation picks among rollouts: the paper's M_sa argmax, or the majority first action (a control)."""
+SELECTIONS: tuple[str, ...] = get_args(Selection)
 
 
-def choose(scores: Any, first_actions: list[str], select: str = "msa") -> int:
+def choose(scores: Any, first_actions: list[str], select: Selection = "msa") -> int:
     """Index of the rollout self-regulation follows: M_sa's highest score ("msa", the paper), or the first
     rollout whose first action most rollouts share ("vote", the control; ties go to the earliest)."""
     if select == "vote":
@@ -99,7 +100,7 @@ class MuseAgent(ReflexionAgent):
     def __init__(self, llm: LLM, msa: sa.SelfAwarenessModel, *, n_rollouts: int = 5, rollout_temperature: float = 0.5,
                  rollout_tokens: int | str = "auto", score_pairs: int | None = None,
                  context_window: int | None = None, adapt_episodes: int = 0, replay: list[sa.SAExample] | None = None,
-                 replay_ratio: int = 4, adapt_epochs: int = 10, select: str = "msa", **kw: Any):
+                 replay_ratio: int = 4, adapt_epochs: int = 10, select: Selection = "msa", **kw: Any):
         super().__init__(llm, **kw)
         if n_rollouts < 1:
             raise ValueError(f"n_rollouts must be >= 1, got {n_rollouts}.")
@@ -159,7 +160,7 @@ class MuseAgent(ReflexionAgent):
         info = {"rollout_scores": [round(float(s), 4) for s in scores], "valid_rollouts": len(candidates),
                 "rollouts": len(texts), "rollout_tokens": budget,
                 "rollout_pairs": [len(p) for _, p in candidates],
-                "rollout_actions": [a for a, _ in candidates],  # what M_sa chose among, beside their scores
+                "rollout_actions": [a for a, _ in candidates],  # what self-regulation chose among, beside M_sa's scores
                 "chosen": best}
         return self._decide(action, competence=float(scores[best]), info=info)
 
@@ -253,7 +254,7 @@ class Options(reflexion.Options):
     """Action-observation pairs of a rollout M_sa reads; none = all (4 = the chunk size M_sa is trained on)."""
     context_window: int | None = setting(None, integer_at_least(1))
     """Context window for `rollout_tokens=context` when the backend does not report one."""
-    select: Literal["msa", "vote"] = "msa"
+    select: Selection = "msa"
     """Self-regulation's choice among rollouts: `msa` (the highest M_sa score, the paper) or `vote` (the first action
     most rollouts share: the control that needs no M_sa; see the module docstring)."""
     adapt_episodes: int = setting(0, integer_at_least(0))
