@@ -97,6 +97,24 @@ def test_vote_control_takes_the_majority_first_action_where_msa_takes_the_best()
     assert d_vote.competence < d_msa.competence
 
 
+@pytest.mark.parametrize("select", ["msa", "vote"])
+def test_what_it_does_depends_on_what_it_sees(select):
+    """Closed loop: the same agent, two observation streams, different actions. The world model's rollouts read
+    the last observation in the prompt, and either rule follows them."""
+    def rollouts(prompt, i):
+        if not prompt.endswith(">"):
+            return " a plan"
+        return " take key\nYou take the key." if "key" in prompt.rsplit("\n>", 2)[-2] else " look\nNothing."
+
+    actions = []
+    for observation in ("You see a key on the table.", "You see a closed door."):
+        agent = MuseAgent(ScriptedLLM(rollouts), _trained_msa(), select=select)
+        _begin(agent)
+        agent.act("Room.", None)  # the first step sees the episode's first observation
+        actions.append(agent.act(observation, None).action)
+    assert actions == ["take key", "look"]
+
+
 def test_choose_ties_go_to_the_earliest_rollout_and_bad_selections_are_refused():
     from llm_side.agents.muse import choose
 
